@@ -1,0 +1,304 @@
+/*
+ * compat.h - the only file in hip/ that knows whether it is compiled by hipcc/clang (ROCm) or by
+ * nvcc (CUDA). Everything vendor-specific lives here behind rad_* names: runtime calls, the error
+ * type, our own bf16 storage type (Debian's HIP 5.2 headers have no hip_bf16.h), warp shuffles,
+ * the wave size as a compile-time constant, arithmetic with exactly one rounding per operation
+ * (the quantizer must match the CPU bit for bit), and the matrix-core instructions per target.
+ */
+#ifndef RADIANCE_COMPAT_H
+#define RADIANCE_COMPAT_H
+
+#include <stdint.h>
+
+#if defined(__HIP__) || defined(__HIPCC__)
+#define RAD_HIP 1
+#include <hip/hip_runtime.h>
+#else
+#define RAD_CUDA 1
+#include <cuda_runtime.h>
+#include <cuda_fp16.h>
+#endif
+
+/* ------------------------------------------------------------------------------------------ */
+/* Runtime API                                                                                 */
+/* ------------------------------------------------------------------------------------------ */
+#if defined(RAD_HIP)
+typedef hipStream_t rad_stream_t;
+typedef hipError_t rad_error_t;
+#define RAD_SUCCESS hipSuccess
+#define rad_get_last_error hipGetLastError
+#define rad_error_name hipGetErrorString
+#define rad_malloc hipMalloc
+#define rad_free hipFree
+#define rad_memset_async hipMemsetAsync
+#define rad_memcpy_async hipMemcpyAsync
+#define RAD_MEMCPY_D2H hipMemcpyDeviceToHost
+#define rad_stream_synchronize hipStreamSynchronize
+#define rad_get_device_count hipGetDeviceCount
+#define rad_get_device hipGetDevice
+#define rad_set_device hipSetDevice
+#define RAD_BACKEND_NAME "rocm"
+#else
+typedef cudaStream_t rad_stream_t;
+typedef cudaError_t rad_error_t;
+#define RAD_SUCCESS cudaSuccess
+#define rad_get_last_error cudaGetLastError
+#define rad_error_name cudaGetErrorString
+#define rad_malloc cudaMalloc
+#define rad_free cudaFree
+#define rad_memset_async cudaMemsetAsync
+#define rad_memcpy_async cudaMemcpyAsync
+#define RAD_MEMCPY_D2H cudaMemcpyDeviceToHost
+#define rad_stream_synchronize cudaStreamSynchronize
+#define rad_get_device_count cudaGetDeviceCount
+#define rad_get_device cudaGetDevice
+#define rad_set_device cudaSetDevice
+#define RAD_BACKEND_NAME "cuda"
+#endif
+
+/* Compute capability major.minor * 10 of the current device (NVIDIA), 0 on AMD or on failure. */
+static inline int rad_device_sm(void)
+{
+#if defined(RAD_CUDA)
+    int dev = 0, major = 0, minor = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess) return 0;
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) return 0;
+    if (cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess) return 0;
+    return major * 10 + minor;
+#else
+    return 0;
+#endif
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Wave size: a compile-time constant of the device pass, chosen by target macro.              */
+/* Host passes never use it (kernels are written so that the host need not know it).          */
+/* ------------------------------------------------------------------------------------------ */
+#if defined(RAD_HIP) && (defined(__GFX9__) || defined(__gfx90a__) || defined(__gfx942__) || \
+                         defined(__gfx940__) || defined(__gfx941__) || defined(__gfx908__))
+#define RAD_WAVE 64
+#else
+#define RAD_WAVE 32
+#endif
+
+/* ------------------------------------------------------------------------------------------ */
+/* Shuffles. HIP takes no mask (64-bit lane masks on wave64); CUDA needs the *_sync form.       */
+/* Every lane of the wave must take part.                                                      */
+/* ------------------------------------------------------------------------------------------ */
+#if defined(RAD_HIP)
+__device__ __forceinline__ float rad_shfl_xor(float v, int lane_mask) { return __shfl_xor(v, lane_mask); }
+#else
+__device__ __forceinline__ float rad_shfl_xor(float v, int lane_mask)
+{
+    return __shfl_xor_sync(0xffffffffu, v, lane_mask);
+}
+#endif
+
+/* ------------------------------------------------------------------------------------------ */
+/* bf16 / fp16 storage and conversions (16-bit words; no vendor bf16 type needed).             */
+/* ------------------------------------------------------------------------------------------ */
+typedef uint16_t rad_bf16;
+
+__host__ __device__ __forceinline__ float rad_bits_to_float(uint32_t u)
+{
+#if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
+    return __uint_as_float(u);
+#else
+    float f;
+    __builtin_memcpy(&f, &u, 4);
+    return f;
+#endif
+}
+
+__host__ __device__ __forceinline__ uint32_t rad_float_to_bits(float f)
+{
+#if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
+    return __float_as_uint(f);
+#else
+    uint32_t u;
+    __builtin_memcpy(&u, &f, 4);
+    return u;
+#endif
+}
+
+__device__ __forceinline__ float rad_bf16_to_float(uint32_t bits16) { return rad_bits_to_float(bits16 << 16); }
+
+/* Round to nearest even; NaN stays NaN (quiet). */
+__device__ __forceinline__ uint16_t rad_float_to_bf16_rne(float f)
+{
+    uint32_t u = rad_float_to_bits(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x0040u);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+__device__ __forceinline__ float rad_half_to_float(uint16_t h)
+{
+#if defined(RAD_HIP)
+    return (float)__builtin_bit_cast(_Float16, h);
+#else
+    return __half2float(__ushort_as_half(h));
+#endif
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* fp32 arithmetic with exactly one IEEE round-to-nearest-even per operation: the compiler may */
+/* not contract a*b+c into an FMA (nvcc: the __f*_rn intrinsics; clang: contract(off)).        */
+/* ------------------------------------------------------------------------------------------ */
+#if defined(RAD_HIP)
+__device__ __forceinline__ float rad_add_rn(float a, float b)
+{
+#pragma clang fp contract(off)
+    return a + b;
+}
+__device__ __forceinline__ float rad_sub_rn(float a, float b)
+{
+#pragma clang fp contract(off)
+    return a - b;
+}
+__device__ __forceinline__ float rad_mul_rn(float a, float b)
+{
+#pragma clang fp contract(off)
+    return a * b;
+}
+/* HIP's fp32 division is correctly rounded unless -ffast-math or
+ * -fno-hip-fp32-correctly-rounded-divide-sqrt is given; the build never passes those. */
+__device__ __forceinline__ float rad_div_rn(float a, float b)
+{
+#pragma clang fp contract(off)
+    return a / b;
+}
+__device__ __forceinline__ float rad_fma_rn(float a, float b, float c) { return __builtin_fmaf(a, b, c); }
+#else
+__device__ __forceinline__ float rad_add_rn(float a, float b) { return __fadd_rn(a, b); }
+__device__ __forceinline__ float rad_sub_rn(float a, float b) { return __fsub_rn(a, b); }
+__device__ __forceinline__ float rad_mul_rn(float a, float b) { return __fmul_rn(a, b); }
+__device__ __forceinline__ float rad_div_rn(float a, float b) { return __fdiv_rn(a, b); }
+__device__ __forceinline__ float rad_fma_rn(float a, float b, float c) { return __fmaf_rn(a, b, c); }
+#endif
+
+/* ------------------------------------------------------------------------------------------ */
+/* Memory access helpers.                                                                      */
+/* ------------------------------------------------------------------------------------------ */
+struct rad_u32x4 {
+    uint32_t x, y, z, w;
+};
+
+/* A 16-byte load of data read exactly once (weights): do not keep it in L1, so the small,     */
+/* re-read activations stay there.                                                             */
+__device__ __forceinline__ rad_u32x4 rad_load_stream_16(const void *p)
+{
+    rad_u32x4 v;
+#if defined(RAD_CUDA) && defined(__CUDA_ARCH__)
+    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "l"(p));
+#elif defined(RAD_HIP)
+    typedef uint32_t u32x4_native __attribute__((ext_vector_type(4)));
+    const u32x4_native t = __builtin_nontemporal_load((const u32x4_native *)p);
+    v.x = t.x; v.y = t.y; v.z = t.z; v.w = t.w;
+#else
+    const uint4 t = *(const uint4 *)p;
+    v.x = t.x; v.y = t.y; v.z = t.z; v.w = t.w;
+#endif
+    return v;
+}
+
+__device__ __forceinline__ uint2 rad_load_stream_8(const void *p)
+{
+#if defined(RAD_CUDA) && defined(__CUDA_ARCH__)
+    uint2 v;
+    asm volatile("ld.global.nc.L1::no_allocate.v2.u32 {%0,%1}, [%2];" : "=r"(v.x), "=r"(v.y) : "l"(p));
+    return v;
+#elif defined(RAD_HIP)
+    typedef uint32_t u32x2_native __attribute__((ext_vector_type(2)));
+    const u32x2_native t = __builtin_nontemporal_load((const u32x2_native *)p);
+    return make_uint2(t.x, t.y);
+#else
+    return *(const uint2 *)p;
+#endif
+}
+
+__device__ __forceinline__ uint32_t rad_load_stream_4(const void *p)
+{
+#if defined(RAD_CUDA) && defined(__CUDA_ARCH__)
+    uint32_t v;
+    asm volatile("ld.global.nc.L1::no_allocate.u32 %0, [%1];" : "=r"(v) : "l"(p));
+    return v;
+#elif defined(RAD_HIP)
+    return __builtin_nontemporal_load((const uint32_t *)p);
+#else
+    return *(const uint32_t *)p;
+#endif
+}
+
+/* A 16-byte load of data re-read by many warps (activations): cached everywhere. */
+__device__ __forceinline__ rad_u32x4 rad_load_cached_16(const void *p)
+{
+    const uint4 t = *(const uint4 *)p;
+    rad_u32x4 v;
+    v.x = t.x; v.y = t.y; v.z = t.z; v.w = t.w;
+    return v;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Matrix cores. RAD_HAS_MMA_BF16 says whether the current device pass has the one the apply   */
+/* kernel uses (NVIDIA sm_80+: mma.sync m16n8k16 bf16 -> fp32).                                 */
+/* ------------------------------------------------------------------------------------------ */
+#if defined(RAD_CUDA) && defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 800)
+#define RAD_HAS_MMA_BF16 1
+/* c += A(16x16, row) * B(16x8, col); a: 4 regs of bf16x2, b: 2 regs of bf16x2 (PTX fragment     */
+/* layout for m16n8k16).                                                                         */
+__device__ __forceinline__ void rad_mma_bf16_m16n8k16(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1)
+{
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+/* Two bf16 lanes: a * b + c, one rounding each (exact for the small integers it is used on). */
+__device__ __forceinline__ uint32_t rad_fma_bf16x2(uint32_t a, uint32_t b, uint32_t c)
+{
+    uint32_t d;
+    asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+    return d;
+}
+#endif
+
+/* AMD matrix cores, guarded by target. The apply kernel on AMD uses the vector path for now;  */
+/* these wrappers compile for their targets and are kept here so a matrix path can use them.   */
+#if defined(RAD_HIP) && defined(__HIP_DEVICE_COMPILE__)
+#if defined(__gfx1200__) || defined(__gfx1201__)
+#define RAD_HAS_WMMA_GFX12 1
+typedef __bf16 rad_v8bf16 __attribute__((ext_vector_type(8)));
+typedef float rad_v8f32 __attribute__((ext_vector_type(8)));
+__device__ __forceinline__ rad_v8f32 rad_wmma_bf16_16x16x16(rad_v8bf16 a, rad_v8bf16 b, rad_v8f32 c)
+{
+    return __builtin_amdgcn_wmma_f32_16x16x16_bf16_w32_gfx12(a, b, c);
+}
+#elif defined(__GFX11__)
+#define RAD_HAS_WMMA_GFX11 1
+typedef short rad_v16i16 __attribute__((ext_vector_type(16)));
+typedef float rad_v8f32 __attribute__((ext_vector_type(8)));
+__device__ __forceinline__ rad_v8f32 rad_wmma_bf16_16x16x16(rad_v16i16 a, rad_v16i16 b, rad_v8f32 c)
+{
+    return __builtin_amdgcn_wmma_f32_16x16x16_bf16_w32(a, b, c);
+}
+#elif defined(__gfx90a__) || defined(__gfx942__)
+#define RAD_HAS_MFMA_BF16 1
+typedef short rad_v4i16 __attribute__((ext_vector_type(4)));
+typedef float rad_v4f32 __attribute__((ext_vector_type(4)));
+__device__ __forceinline__ rad_v4f32 rad_mfma_bf16_16x16x16(rad_v4i16 a, rad_v4i16 b, rad_v4f32 c)
+{
+    return __builtin_amdgcn_mfma_f32_16x16x16bf16_1k(a, b, c, 0, 0, 0);
+}
+#endif
+#endif
+
+/* Unsigned 64-bit atomic minimum (the quantizer's non-finite flag). */
+__device__ __forceinline__ void rad_atomic_min_u64(unsigned long long *p, unsigned long long v)
+{
+    atomicMin(p, v);
+}
+
+#endif /* RADIANCE_COMPAT_H */
