@@ -1,0 +1,285 @@
+/*
+ * tensor_view.c - NumPy arrays and DLPack tensors turned into one validated view.
+ *
+ * DLPack rules followed here (DLPack's Python specification): the consumer asks the producer
+ * for a capsule with __dlpack__(stream=..., max_version=(1, 0)), falling back to the legacy
+ * call for producers that do not know max_version; it renames the capsule to "used_dltensor"
+ * ("used_dltensor_versioned") when it takes ownership, and calls the deleter exactly once, when
+ * the view is released. A capsule it did not take keeps its name, and its own destructor frees it.
+ */
+#define PY_ARRAY_UNIQUE_SYMBOL radiance_ARRAY_API
+#define NO_IMPORT_ARRAY
+#include "tensor_view.h"
+
+#include <numpy/arrayobject.h>
+#include <string.h>
+
+static PyObject *g_bf16_descr; /* ml_dtypes.bfloat16's descriptor, loaded on first use */
+
+PyObject *rad_bf16_descr(void) {
+    if (!g_bf16_descr) {
+        PyObject *module = PyImport_ImportModule("ml_dtypes");
+        if (!module) return NULL;
+        PyObject *type = PyObject_GetAttrString(module, "bfloat16");
+        Py_DECREF(module);
+        if (!type) return NULL;
+        PyArray_Descr *descr = NULL;
+        int ok = PyArray_DescrConverter(type, &descr);
+        Py_DECREF(type);
+        if (!ok) return NULL;
+        g_bf16_descr = (PyObject *)descr;
+    }
+    Py_INCREF(g_bf16_descr);
+    return g_bf16_descr;
+}
+
+const char *rad_view_dtype_name(int dtype) {
+    switch (dtype) {
+    case RV_F32: return "float32";
+    case RV_F16: return "float16";
+    case RV_BF16: return "bfloat16";
+    case RV_I32: return "int32";
+    case RV_U8: return "uint8";
+    case RV_I8: return "int8";
+    default: return "an unsupported dtype";
+    }
+}
+
+static int numpy_dtype(PyArray_Descr *descr) {
+    switch (descr->type_num) {
+    case NPY_FLOAT32: return RV_F32;
+    case NPY_FLOAT16: return RV_F16;
+    case NPY_INT32: return RV_I32;
+    case NPY_UINT8: return RV_U8;
+    case NPY_INT8: return RV_I8;
+    default: break;
+    }
+    PyObject *bf16 = rad_bf16_descr();
+    if (!bf16) {
+        PyErr_Clear(); /* without ml_dtypes there is no bf16 array to recognise */
+        return RV_OTHER;
+    }
+    int same = PyArray_EquivTypes(descr, (PyArray_Descr *)bf16);
+    Py_DECREF(bf16);
+    return same ? RV_BF16 : RV_OTHER;
+}
+
+static int dlpack_dtype(DLDataType t) {
+    if (t.lanes != 1) return RV_OTHER;
+    if (t.code == kDLFloat && t.bits == 32) return RV_F32;
+    if (t.code == kDLFloat && t.bits == 16) return RV_F16;
+    if (t.code == kDLBfloat && t.bits == 16) return RV_BF16;
+    if (t.code == kDLInt && t.bits == 32) return RV_I32;
+    if (t.code == kDLUInt && t.bits == 8) return RV_U8;
+    if (t.code == kDLInt && t.bits == 8) return RV_I8;
+    return RV_OTHER;
+}
+
+static int dtype_size(int dtype) {
+    switch (dtype) {
+    case RV_F32: case RV_I32: return 4;
+    case RV_F16: case RV_BF16: return 2;
+    default: return 1;
+    }
+}
+
+static void clear_view(rad_view *view) { memset(view, 0, sizeof *view); }
+
+static int from_numpy(PyObject *obj, const char *name, int access, rad_view *view) {
+    PyArrayObject *arr;
+    if (access == RV_WRITE) {
+        arr = (PyArrayObject *)obj;
+        if (!PyArray_IS_C_CONTIGUOUS(arr) || !PyArray_ISALIGNED(arr)) {
+            PyErr_Format(PyExc_ValueError,
+                         "%s must be a C-contiguous, aligned array (it is written in place)", name);
+            return -1;
+        }
+        if (!PyArray_ISWRITEABLE(arr)) {
+            PyErr_Format(PyExc_ValueError, "%s is read-only; it must be writeable", name);
+            return -1;
+        }
+        Py_INCREF(obj);
+    } else {
+        /* Inputs of any layout are made contiguous and aligned (a copy only where needed). */
+        arr = (PyArrayObject *)PyArray_FromAny(obj, NULL, 0, 0,
+                                               NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED, NULL);
+        if (!arr) return -1;
+    }
+    int ndim = PyArray_NDIM(arr);
+    if (ndim > RV_MAX_DIMS) {
+        PyErr_Format(PyExc_ValueError, "%s has %d dimensions; at most 2 are expected", name, ndim);
+        Py_DECREF(arr);
+        return -1;
+    }
+    view->array = (PyObject *)arr;
+    view->data = PyArray_DATA(arr);
+    view->dtype = numpy_dtype(PyArray_DESCR(arr));
+    view->ndim = ndim;
+    for (int i = 0; i < ndim; i++) view->shape[i] = (int64_t)PyArray_DIM(arr, i);
+    view->device = RV_HOST;
+    view->device_id = 0;
+    return 0;
+}
+
+/* obj.__dlpack_device__() -> (device_type, device_id). */
+static int query_device(PyObject *obj, const char *name, int *type, int *id) {
+    PyObject *dev = PyObject_CallMethod(obj, "__dlpack_device__", NULL);
+    if (!dev) return -1;
+    int ok = PyTuple_Check(dev) && PyTuple_GET_SIZE(dev) == 2;
+    if (ok) {
+        *type = (int)PyLong_AsLong(PyTuple_GET_ITEM(dev, 0));
+        *id = (int)PyLong_AsLong(PyTuple_GET_ITEM(dev, 1));
+        ok = !PyErr_Occurred();
+    }
+    Py_DECREF(dev);
+    if (!ok && !PyErr_Occurred())
+        PyErr_Format(PyExc_TypeError, "%s.__dlpack_device__() did not return (type, id)", name);
+    return ok ? 0 : -1;
+}
+
+/* Call obj.__dlpack__ with the stream (None on the host) and max_version=(1, 0); producers that
+ * predate max_version raise TypeError, and are asked again without it. */
+static PyObject *request_capsule(PyObject *obj, int on_gpu, long long stream) {
+    PyObject *method = PyObject_GetAttrString(obj, "__dlpack__");
+    if (!method) return NULL;
+    PyObject *kwargs = PyDict_New();
+    PyObject *stream_obj = on_gpu && stream != -1 ? PyLong_FromLongLong(stream) : Py_NewRef(Py_None);
+    PyObject *version = Py_BuildValue("(ii)", 1, 0);
+    PyObject *args = PyTuple_New(0);
+    PyObject *capsule = NULL;
+    if (kwargs && stream_obj && version && args &&
+        PyDict_SetItemString(kwargs, "stream", stream_obj) == 0 &&
+        PyDict_SetItemString(kwargs, "max_version", version) == 0) {
+        capsule = PyObject_Call(method, args, kwargs);
+        if (!capsule && PyErr_ExceptionMatches(PyExc_TypeError)) {
+            PyErr_Clear();
+            if (PyDict_DelItemString(kwargs, "max_version") == 0)
+                capsule = PyObject_Call(method, args, kwargs);
+        }
+    }
+    Py_XDECREF(args);
+    Py_XDECREF(version);
+    Py_XDECREF(stream_obj);
+    Py_XDECREF(kwargs);
+    Py_DECREF(method);
+    return capsule;
+}
+
+static int from_dlpack(PyObject *obj, const char *name, int access, long long stream,
+                       rad_view *view) {
+    int dev_type, dev_id;
+    if (query_device(obj, name, &dev_type, &dev_id) < 0) return -1;
+    int device;
+    switch (dev_type) {
+    case kDLCPU: case kDLCUDAHost: case kDLROCMHost: device = RV_HOST; break;
+    case kDLCUDA: case kDLCUDAManaged: device = RV_CUDA; break;
+    case kDLROCM: device = RV_ROCM; break;
+    default:
+        PyErr_Format(PyExc_ValueError,
+                     "%s is on DLPack device type %d; radiance takes host, CUDA or ROCm memory",
+                     name, dev_type);
+        return -1;
+    }
+    /* On CUDA, DLPack reserves 0 (ambiguous) and means the legacy default stream by 1. */
+    long long consumer_stream = stream;
+    if (device == RV_CUDA && consumer_stream == 0) consumer_stream = 1;
+    PyObject *capsule = request_capsule(obj, device != RV_HOST, consumer_stream);
+    if (!capsule) return -1;
+
+    DLTensor *t = NULL;
+    uint64_t flags = 0;
+    if (PyCapsule_IsValid(capsule, "dltensor_versioned")) {
+        DLManagedTensorVersioned *mt =
+            (DLManagedTensorVersioned *)PyCapsule_GetPointer(capsule, "dltensor_versioned");
+        if (mt->version.major != 1) {
+            PyErr_Format(PyExc_ValueError,
+                         "%s: DLPack version %u.%u is not supported (radiance reads 1.x)", name,
+                         mt->version.major, mt->version.minor);
+            Py_DECREF(capsule); /* not taken: the capsule's destructor frees it */
+            return -1;
+        }
+        if (PyCapsule_SetName(capsule, "used_dltensor_versioned") < 0) {
+            Py_DECREF(capsule);
+            return -1;
+        }
+        view->versioned = mt;
+        t = &mt->dl_tensor;
+        flags = mt->flags;
+    } else if (PyCapsule_IsValid(capsule, "dltensor")) {
+        DLManagedTensor *mt = (DLManagedTensor *)PyCapsule_GetPointer(capsule, "dltensor");
+        if (PyCapsule_SetName(capsule, "used_dltensor") < 0) {
+            Py_DECREF(capsule);
+            return -1;
+        }
+        view->legacy = mt;
+        t = &mt->dl_tensor;
+    } else {
+        PyErr_Format(PyExc_TypeError, "%s.__dlpack__() did not return a DLPack capsule", name);
+        Py_DECREF(capsule);
+        return -1;
+    }
+    Py_DECREF(capsule); /* renamed: its destructor leaves the tensor to us */
+
+    if (t->ndim < 0 || t->ndim > RV_MAX_DIMS) {
+        PyErr_Format(PyExc_ValueError, "%s has %d dimensions; at most 2 are expected", name,
+                     (int)t->ndim);
+        return -1;
+    }
+    view->data = (char *)t->data + t->byte_offset;
+    view->dtype = dlpack_dtype(t->dtype);
+    view->ndim = t->ndim;
+    view->device = device;
+    view->device_id = device == RV_HOST ? 0 : dev_id;
+    for (int i = 0; i < t->ndim; i++) view->shape[i] = t->shape[i];
+    if (t->strides) {
+        int64_t expected = 1;
+        for (int i = t->ndim - 1; i >= 0; i--) {
+            if (t->shape[i] != 1 && t->strides[i] != expected) {
+                PyErr_Format(PyExc_ValueError,
+                             "%s must be contiguous (row-major); call .contiguous() first", name);
+                return -1;
+            }
+            expected *= t->shape[i];
+        }
+    }
+    if (access == RV_WRITE && (flags & DLPACK_FLAG_BITMASK_READ_ONLY)) {
+        PyErr_Format(PyExc_ValueError, "%s is read-only; it must be writeable", name);
+        return -1;
+    }
+    if (view->dtype != RV_OTHER && ((uintptr_t)view->data % (uintptr_t)dtype_size(view->dtype))) {
+        PyErr_Format(PyExc_ValueError, "%s is not aligned to its element size", name);
+        return -1;
+    }
+    return 0;
+}
+
+int rad_view_from_object(PyObject *obj, const char *name, int access, long long stream,
+                         rad_view *view) {
+    clear_view(view);
+    int status;
+    if (PyArray_Check(obj)) {
+        status = from_numpy(obj, name, access, view);
+    } else if (PyObject_HasAttrString(obj, "__dlpack__") &&
+               PyObject_HasAttrString(obj, "__dlpack_device__")) {
+        status = from_dlpack(obj, name, access, stream, view);
+    } else {
+        PyErr_Format(PyExc_TypeError,
+                     "%s must be a NumPy array or a tensor with __dlpack__ (torch, CuPy), not %.100s",
+                     name, Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    if (status < 0) {
+        PyObject *type, *value, *tb; /* release must not clobber the error being raised */
+        PyErr_Fetch(&type, &value, &tb);
+        rad_view_release(view);
+        PyErr_Restore(type, value, tb);
+    }
+    return status;
+}
+
+void rad_view_release(rad_view *view) {
+    if (view->versioned && view->versioned->deleter) view->versioned->deleter(view->versioned);
+    if (view->legacy && view->legacy->deleter) view->legacy->deleter(view->legacy);
+    Py_XDECREF(view->array);
+    clear_view(view);
+}

@@ -1,0 +1,64 @@
+/*
+ * tensor_view.h - NumPy arrays and DLPack tensors turned into one validated view.
+ *
+ * A view borrows the memory of the object it came from and keeps it alive until
+ * rad_view_release(). Views are always contiguous, row-major and aligned to their element size.
+ */
+#ifndef RADIANCE_TENSOR_VIEW_H
+#define RADIANCE_TENSOR_VIEW_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+
+#include "dlpack.h"
+
+/* Element types; the first three equal enum rad_dtype of cpu_kernels.h. */
+enum rad_view_dtype {
+    RV_F32 = 0,
+    RV_F16 = 1,
+    RV_BF16 = 2,
+    RV_I32 = 3,
+    RV_U8 = 4,
+    RV_I8 = 5,
+    RV_OTHER = 6,
+};
+
+/* Where the memory lives. */
+enum rad_view_device { RV_HOST = 0, RV_CUDA = 1, RV_ROCM = 2 };
+
+#define RV_MAX_DIMS 4
+
+typedef struct {
+    void *data;
+    int dtype;
+    int ndim;
+    int64_t shape[RV_MAX_DIMS];
+    int device;    /* enum rad_view_device */
+    int device_id; /* GPU ordinal; 0 on the host */
+    /* Ownership: exactly one of these holds the memory alive. */
+    PyObject *array;
+    DLManagedTensor *legacy;
+    DLManagedTensorVersioned *versioned;
+} rad_view;
+
+/* How an argument is used: inputs are read; outputs must be writable and are never copied. */
+enum rad_view_access { RV_READ = 0, RV_WRITE = 1 };
+
+/*
+ * Fill `view` from obj: a NumPy array (any layout for inputs: non-contiguous or misaligned ones
+ * are copied; outputs must be C-contiguous, aligned and writeable) or any object with __dlpack__
+ * (must be contiguous). `stream` is the consumer stream handed to __dlpack__ for GPU tensors
+ * (-1: none given). Returns 0, or -1 with a Python exception naming `name`.
+ */
+int rad_view_from_object(PyObject *obj, const char *name, int access, long long stream,
+                         rad_view *view);
+void rad_view_release(rad_view *view);
+
+/* "float32", "bfloat16", ...: for messages. */
+const char *rad_view_dtype_name(int dtype);
+
+/* The dtype ml_dtypes.bfloat16 as a NumPy descriptor (new reference), or NULL with an error. */
+PyObject *rad_bf16_descr(void);
+
+#endif /* RADIANCE_TENSOR_VIEW_H */

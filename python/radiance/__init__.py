@@ -1,0 +1,199 @@
+"""radiance: the lm_head of a language model as int4 (W4A16), 4x lighter and close to free.
+
+The format (DESIGN.md): symmetric int4 with one bf16 scale per group of ``group_size`` input
+columns, the clip ratio of each group chosen by least squared error ("mse") or fixed at 1
+("rtn"); nibbles ``q + 8`` packed eight to an int32 word in the order 0,2,4,6,1,3,5,7.
+
+Every function takes NumPy arrays (bf16 as ``ml_dtypes.bfloat16``) and returns NumPy arrays.
+torch tensors are taken too and give torch tensors back: on the GPU the work is launched on the
+current stream into outputs allocated by torch; on the CPU the C kernels read the tensors in
+place through DLPack. ``import radiance`` needs only NumPy and ml_dtypes.
+"""
+
+import sys
+
+import ml_dtypes
+import numpy as np
+
+from . import _C
+
+__version__ = "0.1.0"
+__all__ = [
+    "quantize_rows",
+    "pack_shuffle",
+    "unpack_shuffle",
+    "dequantize",
+    "apply",
+    "gpu_backend",
+    "gpu_device_count",
+    "bfloat16",
+    "GROUP_SIZES",
+    "CLIP_MODES",
+]
+
+bfloat16 = ml_dtypes.bfloat16
+GROUP_SIZES = (32, 64, 128, 256)
+CLIP_MODES = ("mse", "rtn")
+# Element e of a packed word sits at this bit shift (nibble order 0,2,4,6,1,3,5,7).
+NIBBLE_SHIFTS = (0, 16, 4, 20, 8, 24, 12, 28)
+
+
+def gpu_backend():
+    """'cuda', 'rocm' or 'none': the GPU kernels this installation was built with."""
+    return _C.gpu_backend()
+
+
+def gpu_device_count():
+    """Number of GPUs the built backend sees (0 without a driver or a GPU)."""
+    return _C.gpu_device_count()
+
+
+def _torch_tensor(obj):
+    """obj if it is a torch tensor (without importing torch), else None."""
+    torch = sys.modules.get("torch")
+    return obj if torch is not None and isinstance(obj, torch.Tensor) else None
+
+
+def _stream_of(tensor):
+    """The handle of torch's current stream on tensor's device, or None on the CPU."""
+    if tensor.device.type != "cuda":
+        return None
+    import torch
+
+    return torch.cuda.current_stream(tensor.device).cuda_stream
+
+
+def _valid_head_shape(w, group_size):
+    return (
+        w.dim() == 2
+        and isinstance(group_size, int)
+        and group_size in GROUP_SIZES
+        and w.shape[1] > 0
+        and w.shape[1] % group_size == 0
+    )
+
+
+def quantize_rows(w, group_size=128, clip="mse", *, packed_out=None, scales_out=None):
+    """Quantize the rows of ``w`` [N, K] to int4.
+
+    Returns ``(packed, scales)``: int32 [N, K/8] words and bf16 [N, K/group_size] scales.
+    ``w`` is bf16, fp16 or fp32; ``K`` must be a multiple of ``group_size`` (32, 64, 128, 256).
+    ``clip="mse"`` tries the clip ratios 1.0, 0.95, 0.9, 0.85, 0.8 per group and keeps the one
+    with the least squared error; ``"rtn"`` rounds to nearest with ratio 1.0. Non-finite weights
+    raise ValueError naming the first bad row. CPU and GPU results are bit-identical.
+    """
+    t = _torch_tensor(w)
+    if t is None:
+        return _C.quantize_rows(w, group_size, clip, packed_out=packed_out, scales_out=scales_out)
+    import torch
+
+    t = t.detach()
+    if not _valid_head_shape(t, group_size):
+        return _C.quantize_rows(t, group_size, clip)  # raises the precise error
+    t = t.contiguous()
+    rows, cols = t.shape
+    if packed_out is None:
+        packed_out = torch.empty((rows, cols // 8), dtype=torch.int32, device=t.device)
+    if scales_out is None:
+        scales_out = torch.empty((rows, cols // group_size), dtype=torch.bfloat16, device=t.device)
+    return _C.quantize_rows(
+        t, group_size, clip, packed_out=packed_out, scales_out=scales_out, stream=_stream_of(t)
+    )
+
+
+def pack_shuffle(nibbles):
+    """uint8 nibbles [N, K] (each 0..15, i.e. q + 8) -> int32 words [N, K/8]."""
+    t = _torch_tensor(nibbles)
+    if t is None:
+        return _C.pack_shuffle(nibbles)
+    if t.device.type == "cpu":
+        import torch
+
+        return torch.from_numpy(_C.pack_shuffle(t.detach().contiguous()))
+    return _pack_shuffle_torch(t)
+
+
+def unpack_shuffle(words):
+    """int32 words [N, K/8] -> uint8 nibbles [N, K] (the inverse of pack_shuffle)."""
+    t = _torch_tensor(words)
+    if t is None:
+        return _C.unpack_shuffle(words)
+    if t.device.type == "cpu":
+        import torch
+
+        return torch.from_numpy(_C.unpack_shuffle(t.detach().contiguous()))
+    return _unpack_shuffle_torch(t)
+
+
+def dequantize(packed, scales, group_size=128):
+    """float32 [N, K] weights that packed words and bf16 scales stand for: (nibble - 8) * scale."""
+    t = _torch_tensor(packed)
+    if t is None:
+        return _C.dequantize(packed, scales, group_size)
+    import torch
+
+    if t.device.type == "cpu":
+        return torch.from_numpy(
+            _C.dequantize(t.detach().contiguous(), scales.detach().contiguous(), group_size)
+        )
+    if group_size not in GROUP_SIZES:
+        raise ValueError(f"group_size must be one of 32, 64, 128, 256, got {group_size}")
+    q = _unpack_shuffle_torch(t).to(torch.float32) - 8.0
+    if scales.dtype != torch.bfloat16 or scales.shape != (q.shape[0], q.shape[1] // group_size):
+        raise ValueError(
+            f"scales must be bfloat16 of shape {(q.shape[0], q.shape[1] // group_size)}, got "
+            f"{scales.dtype} {tuple(scales.shape)}"
+        )
+    return q * scales.to(torch.float32).repeat_interleave(group_size, dim=1)
+
+
+def apply(x, packed, scales, bias=None, group_size=128, *, out=None):
+    """y = x @ dequantize(packed, scales).T (+ bias): [..., K] -> [..., N] in bf16.
+
+    fp32 accumulation. On the CPU ``x`` and ``bias`` may be bf16, fp16 or fp32; on the GPU they
+    must be bf16 and the call is asynchronous on torch's current stream (CUDA-graph safe).
+    """
+    t = _torch_tensor(x)
+    if t is None:
+        x2 = x.reshape(-1, x.shape[-1]) if isinstance(x, np.ndarray) and x.ndim != 2 else x
+        y = _C.apply(x2, packed, scales, bias, group_size, out=out)
+        return y.reshape(*x.shape[:-1], y.shape[-1]) if x2 is not x else y
+    import torch
+
+    lead = t.shape[:-1]
+    x2 = t.detach().reshape(-1, t.shape[-1]).contiguous() if t.dim() >= 1 else t
+    if out is None and x2.dim() == 2 and packed.dim() == 2:
+        out = torch.empty((x2.shape[0], packed.shape[0]), dtype=torch.bfloat16, device=t.device)
+    y = _C.apply(x2, packed, scales, bias, group_size, out=out, stream=_stream_of(t))
+    return y.reshape(*lead, y.shape[-1]) if t.dim() != 2 else y
+
+
+# -- GPU pack/unpack in torch: not on any hot path, so plain tensor ops do. ---------------------
+
+
+def _pack_shuffle_torch(nibbles):
+    import torch
+
+    if nibbles.dtype != torch.uint8 or nibbles.dim() != 2 or nibbles.shape[1] % 8:
+        raise ValueError(
+            f"nibbles must be uint8 [N, K] with K a multiple of 8, got {nibbles.dtype} "
+            f"{tuple(nibbles.shape)}"
+        )
+    if nibbles.numel() and int(nibbles.max()) > 15:
+        raise ValueError("nibbles must be in 0..15 (q + 8)")
+    shifts = torch.tensor(NIBBLE_SHIFTS, dtype=torch.int64, device=nibbles.device)
+    n, k = nibbles.shape
+    words = (nibbles.view(n, k // 8, 8).to(torch.int64) << shifts).sum(-1)
+    words = torch.where(words >= 2**31, words - 2**32, words)
+    return words.to(torch.int32)
+
+
+def _unpack_shuffle_torch(words):
+    import torch
+
+    if words.dtype != torch.int32 or words.dim() != 2:
+        raise ValueError(f"words must be int32 [N, K/8], got {words.dtype} {tuple(words.shape)}")
+    shifts = torch.tensor(NIBBLE_SHIFTS, dtype=torch.int64, device=words.device)
+    n, kw = words.shape
+    wide = words.to(torch.int64) & 0xFFFFFFFF
+    return ((wide.unsqueeze(-1) >> shifts) & 15).to(torch.uint8).reshape(n, kw * 8)

@@ -1,0 +1,73 @@
+"""An independent NumPy reference of the radiance format (DESIGN.md), written from the spec.
+
+Vectorised over rows and groups with explicit float32 steps, so it fixes the same rounding of
+every operation and the same summation order as the kernels, without sharing any of their code.
+"""
+
+import ml_dtypes
+import numpy as np
+
+RATIOS = {"mse": (1.0, 0.95, 0.9, 0.85, 0.8), "rtn": (1.0,)}
+SHIFTS = np.array([0, 16, 4, 20, 8, 24, 12, 28], dtype=np.uint32)
+
+
+def to_bf16_f32(values):
+    """Round float32 values to bf16 (nearest, ties to even) and back to float32."""
+    return np.asarray(values, dtype=np.float32).astype(ml_dtypes.bfloat16).astype(np.float32)
+
+
+def quantize_reference(w, group_size=128, clip="mse"):
+    """(nibbles uint8 [N, K], scales bf16 [N, K/G]) by the rule of DESIGN.md."""
+    w32 = np.asarray(w).astype(np.float32)
+    n, k = w32.shape
+    g = w32.reshape(n, k // group_size, group_size)
+    amax = np.abs(g).max(axis=-1)
+    best_err = best_s = best_q = None
+    for ratio in RATIOS[clip]:
+        c = np.float32(ratio / 7.0)
+        s = to_bf16_f32(np.maximum(amax * c, np.float32(1e-8)))
+        with np.errstate(over="ignore", invalid="ignore"):
+            q = np.clip(np.rint(g / s[..., None]), -8, 7).astype(np.float32)
+            d = q * s[..., None] - g
+            e = (d * d).reshape(n, k // group_size, group_size // 8, 8)
+        p = e[..., 0]
+        for t in range(1, 8):
+            p = p + e[..., t]
+        while p.shape[-1] > 1:
+            h = p.shape[-1] // 2
+            p = p[..., :h] + p[..., h:]
+        err = p[..., 0]
+        if best_err is None:
+            best_err, best_s, best_q = err, s, q
+        else:
+            better = err < best_err
+            best_err = np.where(better, err, best_err)
+            best_s = np.where(better, s, best_s)
+            best_q = np.where(better[..., None], q, best_q)
+    nibbles = (best_q + 8).astype(np.uint8).reshape(n, k)
+    return nibbles, best_s.astype(ml_dtypes.bfloat16)
+
+
+def pack_reference(nibbles):
+    n, k = nibbles.shape
+    v = nibbles.reshape(n, k // 8, 8).astype(np.uint32) << SHIFTS
+    return np.bitwise_or.reduce(v, axis=-1).view(np.int32)
+
+
+def unpack_reference(words):
+    n, kw = words.shape
+    v = (words.view(np.uint32)[..., None] >> SHIFTS) & 15
+    return v.astype(np.uint8).reshape(n, kw * 8)
+
+
+def dequantize_reference(nibbles, scales, group_size):
+    q = nibbles.astype(np.float64) - 8.0
+    return q * np.repeat(scales.astype(np.float64), group_size, axis=1)
+
+
+def apply_reference(x, nibbles, scales, group_size, bias=None):
+    """float64 y = x . w_hat^T (+ bias)."""
+    y = np.asarray(x).astype(np.float64) @ dequantize_reference(nibbles, scales, group_size).T
+    if bias is not None:
+        y = y + np.asarray(bias).astype(np.float64)
+    return y
