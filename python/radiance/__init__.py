@@ -155,17 +155,18 @@ def apply(x, packed, scales, bias=None, group_size=128, *, out=None):
     """
     t = _torch_tensor(x)
     if t is None:
-        x2 = x.reshape(-1, x.shape[-1]) if isinstance(x, np.ndarray) and x.ndim != 2 else x
+        reshape = isinstance(x, np.ndarray) and x.ndim not in (0, 2)
+        x2 = x.reshape(-1, x.shape[-1]) if reshape else x
         y = _C.apply(x2, packed, scales, bias, group_size, out=out)
         return y.reshape(*x.shape[:-1], y.shape[-1]) if x2 is not x else y
     import torch
 
     lead = t.shape[:-1]
-    x2 = t.detach().reshape(-1, t.shape[-1]).contiguous() if t.dim() >= 1 else t
+    x2 = t.detach().reshape(-1, t.shape[-1]).contiguous() if t.dim() >= 1 else t.detach()
     if out is None and x2.dim() == 2 and packed.dim() == 2:
         out = torch.empty((x2.shape[0], packed.shape[0]), dtype=torch.bfloat16, device=t.device)
     y = _C.apply(x2, packed, scales, bias, group_size, out=out, stream=_stream_of(t))
-    return y.reshape(*lead, y.shape[-1]) if t.dim() != 2 else y
+    return y.reshape(*lead, y.shape[-1]) if t.dim() not in (0, 2) else y
 
 
 # -- GPU pack/unpack in torch: not on any hot path, so plain tensor ops do. ---------------------

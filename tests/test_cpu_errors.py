@@ -1,0 +1,317 @@
+"""Bad input gets a clear exception, never a crash; DLPack rules; no leaks; 64-bit sizes."""
+
+import gc
+import sys
+import tracemalloc
+
+import ml_dtypes
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import radiance
+from radiance import _C
+from reference import apply_reference, pack_reference, quantize_reference
+
+BF16 = ml_dtypes.bfloat16
+
+
+@pytest.fixture(scope="module")
+def head():
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((10, 256)).astype(BF16)
+    packed, scales = radiance.quantize_rows(w)
+    return w, packed, scales
+
+
+# -- quantize_rows ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "w, kwargs, error, match",
+    [
+        ([[1.0] * 128], {}, TypeError, "w must be a NumPy array"),
+        (np.ones((2, 128), np.int32), {}, TypeError, "w must be bfloat16.*got int32"),
+        (np.ones((2, 128), np.float64), {}, TypeError, "w must be bfloat16.*got an unsupported"),
+        (np.ones(128, np.float32), {}, ValueError, "w must have 2 dimensions"),
+        (np.ones((2, 2, 128), np.float32), {}, ValueError, "w must have 2 dimensions"),
+        (np.ones((2, 100), np.float32), {}, ValueError, "100 columns.*group_size=128"),
+        (np.ones((2, 0), np.float32), {}, ValueError, "0 columns"),
+        (np.ones((2, 192), np.float32), {}, ValueError, "192 columns.*group_size=128"),
+        (np.ones((2, 128), np.float32), {"group_size": 48}, ValueError, "32, 64, 128, 256, got 48"),
+        (np.ones((2, 128), np.float32), {"group_size": 1.5}, TypeError, "integer"),
+        (np.ones((2, 128), np.float32), {"clip": "best"}, ValueError, "'mse' or 'rtn', got 'best'"),
+        (np.ones((2, 128), np.float32), {"clip": 0}, TypeError, "str"),
+    ],
+)
+def test_quantize_rows_refuses(w, kwargs, error, match):
+    with pytest.raises(error, match=match):
+        radiance.quantize_rows(w, **kwargs)
+
+
+@pytest.mark.parametrize("dtype", [BF16, np.float16, np.float32])
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_non_finite_weights_name_the_first_bad_row(dtype, bad):
+    w = np.ones((50, 256), dtype=np.float32)
+    w[37, 200] = bad
+    w[41, 3] = bad
+    with pytest.raises(ValueError, match="non-finite.*row 37"):
+        radiance.quantize_rows(w.astype(dtype))
+
+
+def test_outputs_are_checked(head):
+    w, packed, scales = head
+    with pytest.raises(TypeError, match="packed_out must be int32"):
+        radiance.quantize_rows(w, packed_out=np.zeros((10, 32), np.float32))
+    with pytest.raises(ValueError, match=r"packed_out must have shape .* = \(10, 32\)"):
+        radiance.quantize_rows(w, packed_out=np.zeros((10, 31), np.int32))
+    with pytest.raises(TypeError, match="scales_out must be bfloat16"):
+        radiance.quantize_rows(w, scales_out=np.zeros((10, 2), np.float16))
+    readonly = np.zeros((10, 32), np.int32)
+    readonly.flags.writeable = False
+    with pytest.raises(ValueError, match="read-only"):
+        radiance.quantize_rows(w, packed_out=readonly)
+    with pytest.raises(ValueError, match="C-contiguous"):
+        radiance.quantize_rows(w, packed_out=np.zeros((10, 64), np.int32)[:, ::2])
+    packed_out = np.zeros((10, 32), np.int32)
+    scales_out = np.zeros((10, 2), BF16)
+    got = radiance.quantize_rows(w, packed_out=packed_out, scales_out=scales_out)
+    assert got[0] is packed_out and got[1] is scales_out
+    np.testing.assert_array_equal(packed_out, packed)
+
+
+# -- pack / unpack / dequantize -----------------------------------------------------------------
+
+
+def test_pack_shuffle_refuses():
+    with pytest.raises(ValueError, match=r"nibbles\[1, 5\] = 16; nibbles must be in 0..15"):
+        bad = np.zeros((2, 16), np.uint8)
+        bad[1, 5] = 16
+        radiance.pack_shuffle(bad)
+    with pytest.raises(TypeError, match="nibbles must be uint8, got int32"):
+        radiance.pack_shuffle(np.zeros((2, 16), np.int32))
+    with pytest.raises(ValueError, match="12 columns; a multiple of 8"):
+        radiance.pack_shuffle(np.zeros((2, 12), np.uint8))
+    with pytest.raises(ValueError, match="must have 2 dimensions"):
+        radiance.pack_shuffle(np.zeros(16, np.uint8))
+    with pytest.raises(TypeError, match="words must be int32"):
+        radiance.unpack_shuffle(np.zeros((2, 2), np.uint32))
+
+
+def test_dequantize_refuses(head):
+    _, packed, scales = head
+    with pytest.raises(ValueError, match=r"scales must have shape \(N, K/group_size\) = \(10, 4\)"):
+        radiance.dequantize(packed, scales, group_size=64)
+    with pytest.raises(TypeError, match="scales must be bfloat16, got float32"):
+        radiance.dequantize(packed, scales.astype(np.float32))
+    with pytest.raises(ValueError, match="not a positive multiple of group_size=256"):
+        radiance.dequantize(packed[:, :16], scales[:, :1], group_size=256)
+
+
+# -- apply --------------------------------------------------------------------------------------
+
+
+def test_apply_refuses(head):
+    w, packed, scales = head
+    x = np.ones((3, 256), np.float32)
+    with pytest.raises(ValueError, match="x has K = 128 columns, but packed holds K = 256"):
+        radiance.apply(np.ones((3, 128), np.float32), packed, scales)
+    with pytest.raises(TypeError, match="x must be bfloat16.*got int32"):
+        radiance.apply(np.ones((3, 256), np.int32), packed, scales)
+    with pytest.raises(TypeError, match="packed must be int32, got uint8"):
+        radiance.apply(x, packed.view(np.uint8), scales)
+    with pytest.raises(ValueError, match=r"scales must have shape \(N, K/group_size\)"):
+        radiance.apply(x, packed, scales[:5])
+    with pytest.raises(ValueError, match="bias has 9 entries, but the head has N = 10 rows"):
+        radiance.apply(x, packed, scales, np.zeros(9, np.float32))
+    with pytest.raises(ValueError, match="bias must have 1 dimension"):
+        radiance.apply(x, packed, scales, np.zeros((1, 10), np.float32))
+    with pytest.raises(ValueError, match=r"out must have shape \(M, N\) = \(3, 10\)"):
+        radiance.apply(x, packed, scales, out=np.zeros((3, 11), BF16))
+    with pytest.raises(TypeError, match="out must be bfloat16, got float32"):
+        radiance.apply(x, packed, scales, out=np.zeros((3, 10), np.float32))
+    with pytest.raises(ValueError, match="group_size must be one of"):
+        radiance.apply(x, packed, scales, group_size=100)
+    with pytest.raises(TypeError, match="stream must be an int"):
+        _C.apply(x, packed, scales, stream="0")
+    with pytest.raises(TypeError, match="x must be a NumPy array"):
+        radiance.apply([[1.0] * 256], packed, scales)
+
+
+def test_gpu_tensors_refused_clearly_without_gpu_build():
+    if radiance.gpu_backend() != "none":
+        pytest.skip("this build has a GPU backend: GPU tensors are tested in test_gpu.py")
+
+    class FakeCudaTensor:
+        """Claims to live on CUDA device 0 (its capsule is host memory, never touched)."""
+
+        def __init__(self, array):
+            self.array = array
+
+        def __dlpack_device__(self):
+            return (2, 0)
+
+        def __dlpack__(self, stream=None, **kwargs):
+            assert stream == 1, "CUDA consumers pass the legacy default stream as 1"
+            return self.array.__dlpack__(**kwargs)
+
+    w = np.ones((2, 128), np.float32)
+    before = sys.getrefcount(w)
+    with pytest.raises(ValueError, match="w is GPU memory, but this radiance was built without"):
+        _C.quantize_rows(FakeCudaTensor(w))
+    gc.collect()
+    assert sys.getrefcount(w) == before
+
+
+# -- DLPack on the host --------------------------------------------------------------------------
+
+
+class Producer:
+    """Hands out an array through DLPack only; `legacy` producers do not know max_version."""
+
+    def __init__(self, array, legacy=False):
+        self.array = array
+        self.legacy = legacy
+        self.calls = []
+
+    def __dlpack_device__(self):
+        return self.array.__dlpack_device__()
+
+    def __dlpack__(self, stream=None, **kwargs):
+        self.calls.append(dict(kwargs, stream=stream))
+        if self.legacy:
+            if kwargs:
+                raise TypeError("unexpected keyword argument 'max_version'")
+            return self.array.__dlpack__()
+        return self.array.__dlpack__(**kwargs)
+
+
+@pytest.mark.parametrize("legacy", [False, True])
+def test_dlpack_producers_on_the_host(legacy):
+    rng = np.random.default_rng(1)
+    w = rng.standard_normal((9, 256)).astype(np.float32)
+    packed_out = np.zeros((9, 32), np.int32)
+    scales_out = np.zeros((9, 2), BF16)
+    producer = Producer(w, legacy=legacy)
+    before = sys.getrefcount(w)
+    for _ in range(50):
+        radiance.quantize_rows(producer, packed_out=Producer(packed_out), scales_out=scales_out)
+    gc.collect()
+    assert sys.getrefcount(w) == before, "a capsule was not released (deleter not called)"
+    assert producer.calls[0].get("max_version") == (1, 0)
+    if legacy:
+        assert "max_version" not in producer.calls[-1]
+    expected = radiance.quantize_rows(w)
+    np.testing.assert_array_equal(packed_out, expected[0])
+    np.testing.assert_array_equal(scales_out.view(np.uint16), expected[1].view(np.uint16))
+
+
+def test_dlpack_strided_and_readonly_refused():
+    w = np.ones((4, 512), np.float32)[:, ::2]
+    with pytest.raises((ValueError, BufferError), match="contiguous|strides"):
+        radiance.quantize_rows(Producer(w))
+    readonly = np.zeros((4, 32), np.int32)
+    readonly.flags.writeable = False
+    with pytest.raises((ValueError, BufferError), match="read-only|readonly"):
+        radiance.quantize_rows(np.ones((4, 256), np.float32), packed_out=Producer(readonly))
+
+
+# -- resources ----------------------------------------------------------------------------------
+
+
+def test_no_reference_or_memory_leaks(head):
+    w, packed, scales = head
+    x = np.ones((2, 256), BF16)
+    bias = np.zeros(10, np.float32)
+    objects = (w, packed, scales, x, bias)
+    counts = [sys.getrefcount(o) for o in objects]
+
+    def run_all():
+        radiance.quantize_rows(w)
+        radiance.apply(x, packed, scales, bias)
+        radiance.dequantize(packed, scales)
+        radiance.pack_shuffle(radiance.unpack_shuffle(packed))
+        for bad in (lambda: radiance.apply(x[:, :128], packed, scales),
+                    lambda: radiance.quantize_rows(w, clip="x"),
+                    lambda: radiance.apply(x, packed, scales, bias[:3])):
+            with pytest.raises((ValueError, TypeError)):
+                bad()
+
+    for _ in range(20):
+        run_all()
+    gc.collect()
+    tracemalloc.start()
+    start, _ = tracemalloc.get_traced_memory()
+    for _ in range(300):
+        run_all()
+    gc.collect()
+    end, _ = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert end - start < 64 * 1024, f"memory grew by {end - start} bytes over 300 rounds"
+    assert [sys.getrefcount(o) for o in objects] == counts
+
+
+# -- fuzzing the argument handling -------------------------------------------------------------
+
+dtypes = st.sampled_from([np.float32, np.float16, BF16, np.int32, np.uint8, np.float64, np.int8])
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    shape=st.lists(st.integers(0, 40), min_size=0, max_size=3),
+    dtype=dtypes,
+    group_size=st.sampled_from([32, 64, 128, 256, 0, -128, 100, 2**31 - 1]),
+    clip=st.sampled_from(["mse", "rtn", "", "MSE"]),
+    scale_k=st.integers(0, 3),
+)
+def test_fuzz_arguments_never_crash(shape, dtype, group_size, clip, scale_k):
+    shape = list(shape)
+    if shape:
+        shape[-1] *= 8 * max(scale_k, 1)
+    w = np.ones(shape, dtype=dtype)
+    for call in (
+        lambda: radiance.quantize_rows(w, group_size=group_size, clip=clip),
+        lambda: radiance.pack_shuffle(w),
+        lambda: radiance.unpack_shuffle(w),
+        lambda: radiance.dequantize(w, w, group_size=group_size),
+        lambda: radiance.apply(w, w, w, group_size=group_size),
+        lambda: radiance.apply(w, w.view(np.int32) if w.dtype.itemsize == 4 and w.ndim else w, w),
+    ):
+        try:
+            call()
+        except (TypeError, ValueError):
+            pass
+
+
+# -- 64-bit sizes -------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_quantize_weight_past_2_gib():
+    n, k = 2**31 // (2 * 8192) + 3, 8192  # bf16 bytes pass 2^31
+    rng = np.random.default_rng(4)
+    w = np.empty((n, k), dtype=BF16)
+    tail = rng.standard_normal((8, k)).astype(BF16)
+    w[:-8] = 0
+    w[-8:] = tail
+    packed, scales = radiance.quantize_rows(w, clip="rtn")
+    nibbles, ref_scales = quantize_reference(tail, 128, "rtn")
+    np.testing.assert_array_equal(packed[-8:], pack_reference(nibbles))
+    np.testing.assert_array_equal(scales[-8:].view(np.uint16), ref_scales.view(np.uint16))
+    assert (packed[:-8] == np.int32(-2004318072)).all()  # 0x88888888: every nibble 8
+
+
+@pytest.mark.slow
+def test_apply_head_past_2_gib_of_packed_words():
+    n, k = 2**31 // (8192 // 2) + 5, 8192  # packed bytes pass 2^31
+    rng = np.random.default_rng(6)
+    packed = np.full((n, k // 8), -2004318072, dtype=np.int32)  # all q = 0
+    tail = rng.integers(0, 16, size=(4, k), dtype=np.uint8)
+    packed[-4:] = radiance.pack_shuffle(tail)
+    scales = np.ones((n, k // 128), dtype=BF16)
+    x = rng.standard_normal((1, k)).astype(BF16)
+    y = radiance.apply(x, packed, scales)
+    ref = apply_reference(x, tail, scales[-4:], 128)
+    np.testing.assert_allclose(y[:, -4:].astype(np.float64), ref, rtol=2**-8, atol=1e-3)
+    assert not y[:, :-4].astype(np.float32).any()
