@@ -10,6 +10,7 @@ The GPU runtime is linked statically on CUDA (libcudart_static), so a CUDA build
 its CPU path on a machine without a GPU driver.
 """
 
+import glob
 import os
 import shutil
 import subprocess
@@ -104,12 +105,14 @@ class BuildExt(build_ext):
 
     @staticmethod
     def cuda_libdir(bindir):
-        home = os.path.dirname(bindir)
-        for sub in ("lib64", "lib", os.path.join("targets", "x86_64-linux", "lib"),
-                    os.path.join("targets", "sbsa-linux", "lib")):
-            if os.path.isfile(os.path.join(home, sub, "libcudart_static.a")):
-                return os.path.join(home, sub)
-        raise SystemExit(f"libcudart_static.a not found under {home}")
+        homes = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), os.path.dirname(bindir),
+                 "/usr/local/cuda", *sorted(glob.glob("/usr/local/cuda-*"), reverse=True)]
+        for home in filter(None, homes):
+            for sub in ("lib64", "lib", os.path.join("targets", "x86_64-linux", "lib"),
+                        os.path.join("targets", "sbsa-linux", "lib")):
+                if os.path.isfile(os.path.join(home, sub, "libcudart_static.a")):
+                    return os.path.join(home, sub)
+        raise SystemExit("libcudart_static.a not found; set CUDA_HOME to the CUDA toolkit")
 
     def compile_gpu(self, backend, compiler, archs):
         out_dir = os.path.join(self.build_temp, "hip")

@@ -1,0 +1,206 @@
+"""GPU kernels through the public API (torch tensors via DLPack); skipped without a GPU build+GPU.
+
+Every check draws fresh random inputs (the seed is printed in failure messages) and compares with
+the CPU path (quantize: bit for bit) or a float64 reference (apply).
+"""
+
+import os
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import radiance
+from reference import apply_reference
+
+torch = pytest.importorskip("torch")
+if radiance.gpu_backend() == "none":
+    pytest.skip("radiance was built without a GPU backend", allow_module_level=True)
+if not torch.cuda.is_available():
+    pytest.skip("no GPU visible to torch", allow_module_level=True)
+
+pytestmark = pytest.mark.gpu
+BF16 = ml_dtypes.bfloat16
+DEV = torch.device("cuda")
+
+
+def fresh_rng():
+    seed = int.from_bytes(os.urandom(4), "little")
+    return np.random.default_rng(seed), seed
+
+
+def to_torch(a, device=DEV):
+    """NumPy (bf16 included) -> torch on device."""
+    if a.dtype == BF16:
+        return torch.from_numpy(a.view(np.int16)).view(torch.bfloat16).to(device)
+    return torch.from_numpy(np.ascontiguousarray(a)).to(device)
+
+
+def to_numpy(t):
+    t = t.detach().cpu()
+    if t.dtype == torch.bfloat16:
+        return t.view(torch.int16).numpy().view(BF16)
+    return t.numpy()
+
+
+def weights(rng, n, k, kind):
+    w = rng.standard_normal((n, k)) * 0.02
+    if kind == "outliers":
+        w[rng.random((n, k)) < 0.01] *= 8
+    if kind == "zero_rows":
+        w[:: max(1, n // 4)] = 0.0
+    if kind == "student_t":
+        w = rng.standard_t(3, size=(n, k)) * 0.02
+    return w
+
+
+@pytest.mark.parametrize("group_size", [32, 64, 128, 256])
+@pytest.mark.parametrize("clip", ["mse", "rtn"])
+@pytest.mark.parametrize("kind", ["gaussian", "outliers", "zero_rows", "student_t"])
+@pytest.mark.parametrize("dtype", [BF16, np.float16, np.float32], ids=["bf16", "f16", "f32"])
+def test_quantize_gpu_equals_cpu_bit_for_bit(group_size, clip, kind, dtype):
+    rng, seed = fresh_rng()
+    n = int(rng.integers(1, 3000)) | 1
+    k = group_size * int(rng.integers(1, 8192 // group_size + 1))
+    w = weights(rng, n, k, kind).astype(dtype)
+    packed_cpu, scales_cpu = radiance.quantize_rows(w, group_size, clip)
+    packed, scales = radiance.quantize_rows(to_torch(w), group_size, clip)
+    assert packed.is_cuda and packed.dtype == torch.int32 and scales.dtype == torch.bfloat16
+    np.testing.assert_array_equal(to_numpy(packed), packed_cpu, err_msg=f"seed {seed}")
+    np.testing.assert_array_equal(
+        to_numpy(scales).view(np.uint16), scales_cpu.view(np.uint16), err_msg=f"seed {seed}"
+    )
+
+
+def test_quantize_gpu_flags_non_finite_rows():
+    w = torch.randn(300, 512, device=DEV, dtype=torch.bfloat16)
+    w[123, 7] = float("nan")
+    w[200, 0] = float("inf")
+    with pytest.raises(ValueError, match="non-finite.*row 123"):
+        radiance.quantize_rows(w)
+
+
+M_VALUES = [1, 2, 3, 5, 8, 16, 17, 33, 64, 100, 256, 300]
+
+
+@pytest.mark.parametrize("m", M_VALUES)
+@pytest.mark.parametrize("k, group_size", [(128, 128), (576, 64), (1376, 32), (5120, 128), (8192, 256)])
+def test_apply_gpu_matches_float64(m, k, group_size):
+    rng, seed = fresh_rng()
+    n = int(rng.integers(1000, 5000)) | 1  # never a multiple of a tile
+    w = weights(rng, n, k, "outliers").astype(BF16)
+    packed, scales = radiance.quantize_rows(w, group_size)
+    x = (rng.standard_normal((m, k)) * 2).astype(BF16)
+    bias = rng.standard_normal(n).astype(BF16) if m % 2 else None
+    out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device=DEV)  # poisoned
+    y = radiance.apply(
+        to_torch(x), to_torch(packed), to_torch(scales),
+        None if bias is None else to_torch(bias), group_size, out=out,
+    )
+    assert y is out
+    torch.cuda.synchronize()
+    got = to_numpy(y).astype(np.float64)
+    assert np.isfinite(got).all(), f"unwritten outputs (seed {seed})"
+    nibbles = radiance.unpack_shuffle(packed)
+    ref = apply_reference(x, nibbles, scales, group_size, bias)
+    w_hat = radiance.dequantize(packed, scales, group_size).astype(np.float64)
+    bound = 2.0**-8 * np.abs(ref) + 2e-6 * (np.abs(x.astype(np.float64)) @ np.abs(w_hat).T) + 1e-6
+    excess = np.abs(got - ref) / bound
+    assert excess.max() <= 1.0, f"seed {seed}: worst error {excess.max():.2f}x the bound"
+
+
+def test_apply_gpu_any_m_without_bias_matches_cpu_path():
+    rng, seed = fresh_rng()
+    n, k = 777, 1024
+    w = weights(rng, n, k, "gaussian").astype(BF16)
+    packed, scales = radiance.quantize_rows(w)
+    x = rng.standard_normal((1000, k)).astype(BF16)
+    y_gpu = to_numpy(radiance.apply(to_torch(x), to_torch(packed), to_torch(scales)))
+    y_cpu = radiance.apply(x, packed, scales)
+    diff = np.abs(y_gpu.astype(np.float64) - y_cpu.astype(np.float64))
+    assert (diff <= 2.0**-7 * np.abs(y_cpu.astype(np.float64)) + 1e-3).all(), f"seed {seed}"
+
+
+def test_bad_gpu_inputs_are_refused():
+    w = torch.randn(64, 256, device=DEV, dtype=torch.bfloat16)
+    packed, scales = radiance.quantize_rows(w)
+    x = torch.randn(2, 256, device=DEV, dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match="different devices"):
+        radiance.apply(x, packed.cpu(), scales)
+    with pytest.raises(ValueError, match="different devices"):
+        radiance.apply(x.cpu(), packed, scales)
+    with pytest.raises(TypeError, match="x must be bfloat16, got float32"):
+        radiance.apply(x.float(), packed, scales)
+    with pytest.raises(TypeError, match="bias must be bfloat16"):
+        radiance.apply(x, packed, scales, torch.zeros(64, device=DEV))
+    with pytest.raises(ValueError, match="contiguous"):
+        radiance._C.apply(x, packed.t().contiguous().t(), scales,
+                          out=torch.empty(2, 64, dtype=torch.bfloat16, device=DEV))
+    with pytest.raises(ValueError, match="16-byte aligned"):
+        flat = torch.randn(2 * 256 + 1, device=DEV, dtype=torch.bfloat16)
+        shifted = flat[1:].view(2, 256)  # contiguous, but 2 bytes past an aligned address
+        radiance._C.apply(shifted, packed, scales,
+                          out=torch.empty(2, 64, dtype=torch.bfloat16, device=DEV))
+    with pytest.raises(TypeError, match="pass out="):
+        radiance._C.apply(x, packed, scales)
+    with pytest.raises(ValueError, match="out must have shape"):
+        radiance.apply(x, packed, scales, out=torch.empty(3, 64, dtype=torch.bfloat16, device=DEV))
+    with pytest.raises(ValueError, match="x has K = 128 columns"):
+        radiance.apply(x[:, :128].contiguous(), packed, scales)
+    with pytest.raises(TypeError, match="w must be bfloat16"):
+        radiance.quantize_rows(w.to(torch.int32))
+    with pytest.raises(ValueError, match="different devices"):
+        radiance.quantize_rows(w, packed_out=torch.empty(64, 32, dtype=torch.int32))
+
+
+def test_apply_is_captured_by_cuda_graphs():
+    rng, seed = fresh_rng()
+    n, k = 4099, 2048
+    w = weights(rng, n, k, "gaussian").astype(BF16)
+    packed, scales = radiance.quantize_rows(to_torch(w))
+    x = torch.randn(4, k, device=DEV, dtype=torch.bfloat16)
+    out = torch.empty(4, n, device=DEV, dtype=torch.bfloat16)
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):  # warm up off the default stream, as capture requires
+        radiance.apply(x, packed, scales, out=out)
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        radiance.apply(x, packed, scales, out=out)
+    for _ in range(3):
+        x.copy_(torch.randn(4, k, device=DEV, dtype=torch.bfloat16))
+        out.fill_(float("nan"))
+        graph.replay()
+        eager = radiance.apply(x, packed, scales)
+        torch.cuda.synchronize()
+        assert torch.equal(out, eager), f"seed {seed}"
+
+
+@pytest.mark.slow
+def test_gpu_head_past_2_gib():
+    k = 8192
+    n = 2**31 // (k // 2) + 5  # packed bytes pass 2^31
+    g = torch.Generator(device=DEV).manual_seed(int.from_bytes(os.urandom(4), "little"))
+    packed = torch.randint(-(2**31), 2**31 - 1, (n, k // 8), dtype=torch.int32, device=DEV,
+                           generator=g)
+    scales = (torch.rand(n, k // 128, device=DEV, generator=g) * 0.01 + 0.001).to(torch.bfloat16)
+    for m in (1, 16, 64):
+        x = torch.randn(m, k, device=DEV, dtype=torch.bfloat16, generator=g)
+        y = radiance.apply(x, packed, scales)
+        torch.cuda.synchronize()
+        rows = torch.tensor([0, 1, n // 2, n - 2, n - 1], device=DEV)
+        ref = apply_reference(to_numpy(x), radiance.unpack_shuffle(to_numpy(packed[rows])),
+                              to_numpy(scales[rows]), 128)
+        got = to_numpy(y[:, rows]).astype(np.float64)
+        np.testing.assert_allclose(got, ref, rtol=2**-7, atol=2e-3 * np.abs(ref).max())
+    del packed, scales
+    torch.cuda.empty_cache()
+    # quantize: a bf16 weight of more than 2^31 bytes
+    n = 2**31 // (2 * k) + 3
+    w = torch.randn(n, k, device=DEV, dtype=torch.bfloat16, generator=g)
+    packed, scales = radiance.quantize_rows(w)
+    tail = to_numpy(w[-3:])
+    p_cpu, s_cpu = radiance.quantize_rows(tail)
+    np.testing.assert_array_equal(to_numpy(packed[-3:]), p_cpu)
+    np.testing.assert_array_equal(to_numpy(scales[-3:]).view(np.uint16), s_cpu.view(np.uint16))
