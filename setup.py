@@ -129,7 +129,7 @@ class BuildExt(build_ext):
 
 
 c_flags = ["-O3", "-std=c11", "-ffp-contract=off", "-fno-math-errno", "-Wall", "-Wextra",
-           "-Wno-unused-parameter", "-Wno-missing-field-initializers"]
+           "-Wno-unused-parameter", "-Wno-missing-field-initializers", "-Wno-psabi"]
 if os.environ.get("RADIANCE_SANITIZE"):  # the ASan/UBSan debug build that CI runs
     c_flags = [f for f in c_flags if f != "-O3"] + ["-O1", "-g", "-fno-omit-frame-pointer",
                                                     "-fsanitize=address,undefined",

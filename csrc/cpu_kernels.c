@@ -397,112 +397,91 @@ void rad_cpu_dequantize(const int32_t *packed, const uint16_t *scales, int64_t r
 /* apply                                                                                      */
 
 /*
- * The dot product does not care about the order of k, so x is permuted once per call into the
- * order the bytes of a packed word hold their nibbles: byte b of word j carries elements
- * (kByteElems[2b], kByteElems[2b+1]) in its low and high nibble. Each byte then decodes with one
- * table lookup into two floats, and the decoded group is a contiguous run that lines up with x.
- * (Byte b of a little-endian word holds the nibbles at bits 8b and 8b+4.)
+ * Eight lanes at a time through GCC/clang vector extensions: a packed word is broadcast, shifted
+ * by (0, 16, 4, 20, 8, 24, 12, 28) lane by lane and masked, which yields its eight nibbles in
+ * natural k order (one vpsrlvd on AVX2), converted to float, offset by -8 and multiplied into
+ * per-lane fp32 accumulators. Each decoded word serves every row of x in the current block.
  */
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
-#error "apply's byte-wise decoding assumes a little-endian host"
-#endif
-static const int kWordOrder[8] = {0, 2, 4, 6, 1, 3, 5, 7};
+typedef float v8f __attribute__((vector_size(32)));
+typedef int32_t v8i __attribute__((vector_size(32)));
 
-struct nibble_pair {
-    float lo, hi;
-};
-static struct nibble_pair kBytePairs[256];
-static pthread_once_t kBytePairsOnce = PTHREAD_ONCE_INIT;
-
-static void init_byte_pairs(void) {
-    for (int b = 0; b < 256; b++) {
-        kBytePairs[b].lo = (float)((b & 15) - 8);
-        kBytePairs[b].hi = (float)((b >> 4) - 8);
-    }
-}
-
-enum { APPLY_ROW_BLOCK = 4 };
+enum { APPLY_M_BLOCK = 8 };
 
 struct apply_ctx {
-    const float *xp; /* x [m, k] in word order, fp32 */
+    const float *x; /* [m, k] fp32 */
     int64_t m, k, n;
     const int32_t *packed;
     const uint16_t *scales;
     const float *bias; /* [n] or NULL */
     int group_size;
     uint16_t *out;
-    int failed; /* set when a range could not allocate its accumulators */
 };
 
-RAD_INLINE float dot_group(const float *x, const float *q, int group_size) {
-    float lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    for (int i = 0; i < group_size; i += 8)
-        for (int l = 0; l < 8; l++) lane[l] = lane[l] + x[i + l] * q[i + l];
-    return ((lane[0] + lane[4]) + (lane[1] + lane[5])) + ((lane[2] + lane[6]) + (lane[3] + lane[7]));
+RAD_INLINE float sum_lanes(v8f v) {
+    return ((v[0] + v[4]) + (v[1] + v[5])) + ((v[2] + v[6]) + (v[3] + v[7]));
+}
+
+RAD_INLINE v8f load_v8f(const float *p) {
+    v8f v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+/* Rows [row0, row1) of the head against rows [m0, m0 + mb) of x. */
+RAD_INLINE void apply_block(const struct apply_ctx *c, int64_t row, int64_t m0, int mb) {
+    const v8i shifts = {0, 16, 4, 20, 8, 24, 12, 28};
+    const v8i mask = {15, 15, 15, 15, 15, 15, 15, 15};
+    const v8f eight = {8, 8, 8, 8, 8, 8, 8, 8};
+    const int G = c->group_size, words_per_group = G / 8;
+    const int64_t groups = c->k / G;
+    const int32_t *words = c->packed + row * (c->k / 8);
+    float y[APPLY_M_BLOCK] = {0};
+    for (int64_t g = 0; g < groups; g++) {
+        v8f acc[APPLY_M_BLOCK];
+        for (int i = 0; i < mb; i++) acc[i] = (v8f){0};
+        for (int j = 0; j < words_per_group; j++) {
+            const int32_t word = words[g * words_per_group + j];
+            const v8i lanes = (v8i){word, word, word, word, word, word, word, word};
+            const v8f q = __builtin_convertvector((lanes >> shifts) & mask, v8f) - eight;
+            const float *xk = c->x + m0 * c->k + (g * words_per_group + j) * 8;
+            for (int i = 0; i < mb; i++) acc[i] = acc[i] + q * load_v8f(xk + i * c->k);
+        }
+        const float s = rad_bf16_to_float(c->scales[row * groups + g]);
+        for (int i = 0; i < mb; i++) y[i] = y[i] + sum_lanes(acc[i]) * s;
+    }
+    const float b = c->bias ? c->bias[row] : 0.0f;
+    for (int i = 0; i < mb; i++) c->out[(m0 + i) * c->n + row] = rad_float_to_bf16(y[i] + b);
 }
 
 RAD_VECTOR_CLONES
 static void apply_range(void *arg, int64_t begin, int64_t end) {
-    struct apply_ctx *c = (struct apply_ctx *)arg;
-    const int G = c->group_size;
-    const int64_t groups = c->k / G, words = c->k / 8, m = c->m;
-    float q[APPLY_ROW_BLOCK][RAD_MAX_GROUP];
-    float acc_stack[APPLY_ROW_BLOCK * 16];
-    float *acc = m <= 16 ? acc_stack : (float *)malloc(sizeof(float) * APPLY_ROW_BLOCK * (size_t)m);
-    if (!acc) {
-        __atomic_store_n(&c->failed, 1, __ATOMIC_RELAXED);
-        return;
-    }
-    for (int64_t row0 = begin; row0 < end; row0 += APPLY_ROW_BLOCK) {
-        const int rows = (int)(end - row0 < APPLY_ROW_BLOCK ? end - row0 : APPLY_ROW_BLOCK);
-        memset(acc, 0, sizeof(float) * APPLY_ROW_BLOCK * (size_t)m);
-        for (int64_t g = 0; g < groups; g++) {
-            float s[APPLY_ROW_BLOCK];
-            for (int r = 0; r < rows; r++) {
-                const int64_t row = row0 + r;
-                s[r] = rad_bf16_to_float(c->scales[row * groups + g]);
-                const uint8_t *bytes = (const uint8_t *)(c->packed + row * words + g * (G / 8));
-                struct nibble_pair *dst = (struct nibble_pair *)q[r];
-                for (int b = 0; b < G / 2; b++) dst[b] = kBytePairs[bytes[b]];
-            }
-            for (int64_t mi = 0; mi < m; mi++) {
-                const float *xg = c->xp + mi * c->k + g * G;
-                for (int r = 0; r < rows; r++)
-                    acc[r * m + mi] = acc[r * m + mi] + dot_group(xg, q[r], G) * s[r];
-            }
-        }
-        for (int r = 0; r < rows; r++) {
-            const int64_t row = row0 + r;
-            const float b = c->bias ? c->bias[row] : 0.0f;
-            for (int64_t mi = 0; mi < m; mi++)
-                c->out[mi * c->n + row] = rad_float_to_bf16(acc[r * m + mi] + b);
+    const struct apply_ctx *c = (const struct apply_ctx *)arg;
+    for (int64_t m0 = 0; m0 < c->m; m0 += APPLY_M_BLOCK) {
+        const int64_t left = c->m - m0;
+        const int mb = left < APPLY_M_BLOCK ? (int)left : APPLY_M_BLOCK;
+        for (int64_t row = begin; row < end; row++) {
+            if (mb == 1) apply_block(c, row, m0, 1); /* constant block sizes unroll fully */
+            else if (mb == APPLY_M_BLOCK) apply_block(c, row, m0, APPLY_M_BLOCK);
+            else apply_block(c, row, m0, mb);
         }
     }
-    if (acc != acc_stack) free(acc);
 }
 
 int rad_cpu_apply(const void *x, int x_dtype, int64_t m, int64_t k, const int32_t *packed,
                   const uint16_t *scales, const void *bias, int bias_dtype, int64_t n,
                   int group_size, uint16_t *out) {
-    pthread_once(&kBytePairsOnce, init_byte_pairs);
-    float *xp = (float *)malloc(sizeof(float) * (size_t)(m * k > 0 ? m * k : 1));
+    float *xf = (float *)malloc(sizeof(float) * (size_t)(m * k > 0 ? m * k : 1));
     float *biasf = bias ? (float *)malloc(sizeof(float) * (size_t)(n > 0 ? n : 1)) : NULL;
-    if (!xp || (bias && !biasf)) {
-        free(xp);
+    if (!xf || (bias && !biasf)) {
+        free(xf);
         free(biasf);
         return -1;
     }
-    float row[8];
-    for (int64_t mi = 0; mi < m; mi++)
-        for (int64_t j = 0; j < k / 8; j++) {
-            load_floats(x, x_dtype, mi * k + 8 * j, 8, row);
-            float *dst = xp + mi * k + 8 * j;
-            for (int t = 0; t < 8; t++) dst[t] = row[kWordOrder[t]];
-        }
+    load_floats(x, x_dtype, 0, m * k, xf);
     if (bias) load_floats(bias, bias_dtype, 0, n, biasf);
-    struct apply_ctx c = {xp, m, k, n, packed, scales, biasf, group_size, out, 0};
+    struct apply_ctx c = {xf, m, k, n, packed, scales, biasf, group_size, out};
     parallel_for(n, 64, apply_range, &c);
-    free(xp);
+    free(xf);
     free(biasf);
-    return c.failed ? -1 : 0;
+    return 0;
 }
