@@ -1,0 +1,605 @@
+"""radiance.vllm against the real vLLM package (pinned in .ci/vllm_env.sh), on the CPU.
+
+A real QuarkConfig built from a Quark checkpoint's quantization_config, a real ParallelLMHead built
+through it with the plugin loaded from its entry point, weights loaded through vLLM's weight loader,
+process_weights_after_loading, logits through vLLM's LogitsProcessor; compared with the bf16 head
+and, bit for bit, with radiance's CPU reference on the quantized weights. TP=1, one shard of TP=2
+(rank patched in one process) and a real TP=2 run over gloo in two processes.
+
+The knob tests need no vLLM; everything else skips, saying why, where vLLM cannot be imported.
+Run it with `bash .ci/vllm_env.sh`.
+"""
+
+import gc
+import importlib.util
+import logging
+import os
+import socket
+import sys
+import weakref
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import radiance
+import radiance.vllm as rv
+
+os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")  # no GPU here: vLLM's CPU platform
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+VOCAB = 1000  # padded by vLLM to 1024 rows (a multiple of 64)
+HIDDEN = 256
+GROUP = 128
+
+# The quantization_config of a Quark FP8 checkpoint (per-tensor W8A8, lm_head excluded), as in
+# its config.json.
+_FP8 = {"dtype": "fp8_e4m3", "qscheme": "per_tensor", "is_dynamic": False, "symmetric": True,
+        "ch_axis": None, "group_size": None, "round_method": "half_even", "scale_type": "float",
+        "observer_cls": "PerTensorMinMaxObserver"}
+QUARK_CONFIG = {
+    "quant_method": "quark",
+    "export": {"kv_cache_group": [], "pack_method": "reorder", "weight_format": "real_quantized",
+               "weight_merge_groups": None},
+    "global_quant_config": {"weight": dict(_FP8), "input_tensors": dict(_FP8),
+                            "output_tensors": None, "bias": None},
+    "exclude": ["lm_head"],
+    "layer_quant_config": {},
+    "layer_type_quant_config": {},
+    "algo_config": None,
+    "quant_mode": "eager_mode",
+    "version": "0.9",
+}
+
+
+def _vllm_skip_reason():
+    if importlib.util.find_spec("vllm") is None:
+        return "vllm is not installed here (bash .ci/vllm_env.sh makes a venv with it)"
+    try:
+        import vllm.model_executor.layers.vocab_parallel_embedding  # noqa: F401
+    except Exception as error:  # a vLLM that cannot run here: say exactly why
+        return f"vllm is installed but cannot be imported: {type(error).__name__}: {error}"
+    return None
+
+
+_SKIP = _vllm_skip_reason()
+needs_vllm = pytest.mark.skipif(_SKIP is not None, reason=_SKIP or "")
+
+
+# --- knobs (no vLLM needed) ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("env, expected", [
+    ({}, rv.Settings(False, 128, "mse")),
+    ({"RADIANCE_LMHEAD_INT4": "1"}, rv.Settings(True, 128, "mse")),
+    ({"RADIANCE_LMHEAD_INT4": "1", "RADIANCE_LMHEAD_INT4_GS": "64",
+      "RADIANCE_LMHEAD_INT4_CLIP": "rtn"}, rv.Settings(True, 64, "rtn")),
+    ({"RADIANCE_LMHEAD_INT4": " 0 ", "RADIANCE_LMHEAD_INT4_CLIP": "0"},
+     rv.Settings(False, 128, "rtn")),
+    ({"RADIANCE_LMHEAD_INT4_GS": "256", "RADIANCE_LMHEAD_INT4_CLIP": "MSE"},
+     rv.Settings(False, 256, "mse")),
+])
+def test_knobs(env, expected):
+    assert rv.read_settings(env) == expected
+
+
+@pytest.mark.parametrize("env, names", [
+    ({"RADIANCE_LMHEAD_INT4": "yes"}, ["RADIANCE_LMHEAD_INT4", "0 or 1"]),
+    ({"RADIANCE_LMHEAD_INT4_GS": "100"}, ["RADIANCE_LMHEAD_INT4_GS", "32, 64, 128, 256"]),
+    ({"RADIANCE_LMHEAD_INT4_GS": "128k"}, ["RADIANCE_LMHEAD_INT4_GS"]),
+    ({"RADIANCE_LMHEAD_INT4_CLIP": "awq"}, ["RADIANCE_LMHEAD_INT4_CLIP", "mse", "rtn"]),
+])
+def test_bad_knobs_are_named(env, names):
+    with pytest.raises(ValueError) as info:
+        rv.read_settings(env)
+    for name in names:
+        assert name in str(info.value)
+
+
+def test_bad_knob_raised_by_register_not_at_import(monkeypatch):
+    monkeypatch.setenv("RADIANCE_LMHEAD_INT4", "true")
+    with pytest.raises(ValueError, match="RADIANCE_LMHEAD_INT4='true'"):
+        rv.reload_settings()
+    with pytest.raises(ValueError, match="RADIANCE_LMHEAD_INT4"):
+        rv.register()  # vLLM calls this outside its import guard, so start-up stops here
+    monkeypatch.delenv("RADIANCE_LMHEAD_INT4")
+    rv.reload_settings()
+
+
+def test_module_imports_without_vllm_or_torch():
+    code = ("import sys; import radiance.vllm; "
+            "assert 'vllm' not in sys.modules and 'torch' not in sys.modules")
+    import subprocess
+
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_fitting_group_sizes():
+    assert rv.fitting_group_sizes(5120) == [32, 64, 128, 256]
+    assert rv.fitting_group_sizes(320) == [32, 64]
+    assert rv.fitting_group_sizes(200) == []
+
+
+# --- helpers -------------------------------------------------------------------------------------
+
+
+def _bf16(a):
+    return np.asarray(a, dtype=np.float32).astype(ml_dtypes.bfloat16)
+
+
+def _to_numpy(t):
+    import torch
+
+    t = t.detach().cpu()
+    if t.dtype == torch.bfloat16:
+        return t.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
+    return t.numpy()
+
+
+def _from_numpy(a):
+    import torch
+
+    if a.dtype == ml_dtypes.bfloat16:
+        return torch.from_numpy(a.view(np.int16).copy()).view(torch.bfloat16)
+    return torch.from_numpy(a.copy())
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _weights(seed, vocab=VOCAB, hidden=HIDDEN, dtype="bfloat16"):
+    import torch
+
+    g = torch.Generator().manual_seed(seed)
+    w = torch.randn(vocab, hidden, generator=g) * 0.05
+    w[7] = 0.0  # an all-zero vocab row, like padding
+    return w.to(getattr(torch, dtype))
+
+
+def _hidden_states(seed, m=5, hidden=HIDDEN, dtype="bfloat16"):
+    import torch
+
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(m, hidden, generator=g).to(getattr(torch, dtype))
+
+
+def _reference_logits(w, x, bias=None, group_size=GROUP, clip="mse"):
+    """radiance's CPU reference on the quantized weights: bf16 [M, vocab] as NumPy."""
+    packed, scales = radiance.quantize_rows(_to_numpy(w), group_size=group_size, clip=clip)
+    xb = _to_numpy(x.to(dtype=__import__("torch").bfloat16))
+    b = None if bias is None else _to_numpy(bias.to(dtype=__import__("torch").bfloat16))
+    return radiance.apply(xb, packed, scales, b, group_size=group_size), packed, scales
+
+
+# --- vLLM fixtures -------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def vllm_state():
+    """vLLM's CPU world of one rank (gloo), under a default VllmConfig."""
+    from vllm.config import VllmConfig, set_current_vllm_config
+    from vllm.distributed import parallel_state
+
+    with set_current_vllm_config(VllmConfig()):
+        if not parallel_state.model_parallel_is_initialized():
+            parallel_state.init_distributed_environment(
+                world_size=1, rank=0, local_rank=0, backend="gloo",
+                distributed_init_method=f"tcp://127.0.0.1:{_free_port()}")
+            parallel_state.initialize_model_parallel(1)
+        yield
+
+
+@pytest.fixture
+def quark_config(vllm_state):
+    from vllm.model_executor.layers.quantization.quark.quark import QuarkConfig
+
+    return QuarkConfig.from_config(QUARK_CONFIG)
+
+
+@pytest.fixture
+def plugin(monkeypatch, vllm_state):
+    """The plugin loaded the way vLLM loads it: entry point group vllm.general_plugins."""
+    import vllm.plugins
+
+    monkeypatch.setenv("RADIANCE_LMHEAD_INT4", "1")
+    monkeypatch.delenv("RADIANCE_LMHEAD_INT4_GS", raising=False)
+    monkeypatch.delenv("RADIANCE_LMHEAD_INT4_CLIP", raising=False)
+    monkeypatch.setenv("VLLM_PLUGINS", "radiance")
+    rv.reload_settings()
+    monkeypatch.setattr(vllm.plugins, "plugins_loaded", False)
+    vllm.plugins.load_general_plugins()
+    yield
+    rv.unregister()
+    monkeypatch.delenv("RADIANCE_LMHEAD_INT4")
+    rv.reload_settings()
+
+
+def _head(quark_config, vocab=VOCAB, hidden=HIDDEN, dtype="bfloat16", bias=False, prefix="lm_head"):
+    import torch
+    from vllm.model_executor.layers.vocab_parallel_embedding import ParallelLMHead
+
+    return ParallelLMHead(vocab, hidden, bias=bias, params_dtype=getattr(torch, dtype),
+                          quant_config=quark_config, prefix=prefix)
+
+
+def _load(layer, w, bias=None):
+    layer.weight.weight_loader(layer.weight, w)
+    if bias is not None:
+        layer.bias.weight_loader(layer.bias, bias)
+
+
+def _logits(layer, x, bias=None, vocab=VOCAB, **kwargs):
+    from vllm.model_executor.layers.logits_processor import LogitsProcessor
+
+    return LogitsProcessor(vocab)(layer, x, bias, **kwargs)
+
+
+# --- TP = 1 --------------------------------------------------------------------------------------
+
+
+@needs_vllm
+def test_entry_point_installs_hook_once(plugin):
+    from vllm.model_executor.layers.quantization.quark.quark import QuarkConfig
+
+    wrapper = QuarkConfig.get_quant_method
+    assert wrapper._radiance_original is not None
+    rv.register()
+    rv.register()
+    assert QuarkConfig.get_quant_method is wrapper  # re-entrant: wrapped once
+
+
+@needs_vllm
+def test_disabled_register_is_a_noop(monkeypatch, quark_config):
+    from vllm.model_executor.layers.quantization.quark.quark import QuarkConfig
+    from vllm.model_executor.layers.vocab_parallel_embedding import UnquantizedEmbeddingMethod
+
+    monkeypatch.setenv("RADIANCE_LMHEAD_INT4", "0")
+    rv.reload_settings()
+    before = QuarkConfig.__dict__["get_quant_method"]
+    rv.register()
+    assert QuarkConfig.__dict__["get_quant_method"] is before
+    assert type(_head(quark_config).quant_method) is UnquantizedEmbeddingMethod
+    monkeypatch.delenv("RADIANCE_LMHEAD_INT4")
+    rv.reload_settings()
+
+
+@needs_vllm
+def test_other_layers_keep_quark_methods(plugin, quark_config, monkeypatch):
+    import torch
+    from vllm.model_executor.layers.linear import ReplicatedLinear
+    from vllm.model_executor.layers.quantization.quark.quark import QuarkConfig, QuarkLinearMethod
+    from vllm.model_executor.layers.vocab_parallel_embedding import (
+        UnquantizedEmbeddingMethod, VocabParallelEmbedding)
+
+    embed = VocabParallelEmbedding(VOCAB, HIDDEN, params_dtype=torch.bfloat16,
+                                   quant_config=quark_config, prefix="model.embed_tokens")
+    assert type(embed.quant_method) is UnquantizedEmbeddingMethod
+    assert quark_config.get_quant_method(embed, "model.embed_tokens") is None
+    # A Linear layer still goes to Quark (the config quantizes every Linear to FP8); the FP8
+    # scheme itself needs a model config, so it is stubbed: only the routing is under test.
+    monkeypatch.setattr(QuarkConfig, "init_scheme", lambda self, *args, **kwargs: "fp8 scheme")
+    linear = ReplicatedLinear.__new__(ReplicatedLinear)
+    torch.nn.Module.__init__(linear)
+    method = quark_config.get_quant_method(linear, "model.layers.0.mlp.down_proj")
+    assert isinstance(method, QuarkLinearMethod) and linear.scheme == "fp8 scheme"
+
+
+@needs_vllm
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_tp1_logits_bit_exact_and_close_to_bf16(plugin, quark_config, dtype, caplog):
+    import torch
+
+    head = _head(quark_config, dtype=dtype)
+    assert type(head.quant_method).__name__ == "RadianceLMHeadInt4"
+    w, x = _weights(1, dtype=dtype), _hidden_states(2, dtype=dtype)
+    _load(head, w)
+    bf16_weight = weakref.ref(head.weight)
+    with caplog.at_level(logging.INFO, logger="vllm.radiance"):
+        head.quant_method.process_weights_after_loading(head)
+    gc.collect()
+    assert bf16_weight() is None, "the bf16 weight is still referenced after the swap"
+    assert head.weight.dtype == torch.int8 and tuple(head.weight.shape) == (1024, HIDDEN // 2)
+    assert tuple(head.weight_scale.shape) == (1024, HIDDEN // GROUP)
+    assert "saved" in caplog.text and "int4 g128" in caplog.text
+
+    expected, packed, scales = _reference_logits(w, x)
+    words = head.weight.view(torch.int32)
+    np.testing.assert_array_equal(words[:VOCAB].numpy(), packed)
+    np.testing.assert_array_equal(_to_numpy(head.weight_scale[:VOCAB]), scales)
+    # vLLM pads the vocab to 1024 rows with zeros: nibble 8 and the floor scale.
+    assert (words[VOCAB:] == np.int32(-0x77777778)).all()  # 0x88888888
+    np.testing.assert_array_equal(_to_numpy(head.weight_scale[VOCAB:]).astype(np.float32),
+                                  np.float32(_bf16(1e-8)))
+
+    logits = _logits(head, x)
+    assert logits.dtype == getattr(torch, dtype) and tuple(logits.shape) == (5, VOCAB)
+    if dtype == "bfloat16":
+        np.testing.assert_array_equal(_to_numpy(logits), expected)
+    else:  # fp16 model: x rounds to bf16, logits come back as fp16
+        np.testing.assert_array_equal(logits.numpy(), expected.astype(np.float16))
+
+    reference_head = _head(None, dtype=dtype)  # vLLM's own unquantized head
+    _load(reference_head, w)
+    reference_head.quant_method.process_weights_after_loading(reference_head)
+    exact = _logits(reference_head, x).float()
+    error = (logits.float() - exact).norm() / exact.norm()
+    assert error < 0.15, f"int4 logits are {error:.3f} away from the {dtype} head (relative L2)"
+    assert torch.corrcoef(torch.stack([logits.float().flatten(), exact.flatten()]))[0, 1] > 0.99
+
+
+@needs_vllm
+def test_second_pass_is_a_noop(plugin, quark_config):
+    head = _head(quark_config)
+    _load(head, _weights(3))
+    head.quant_method.process_weights_after_loading(head)
+    weight, scales = head.weight, head.weight_scale
+    before = weight.clone()
+    head.quant_method.process_weights_after_loading(head)
+    assert head.weight is weight and head.weight_scale is scales
+    assert (head.weight == before).all()
+
+
+@needs_vllm
+def test_bias(plugin, quark_config):
+    import torch
+
+    head = _head(quark_config, bias=True)
+    w, x = _weights(4), _hidden_states(5)
+    bias = (torch.randn(VOCAB, generator=torch.Generator().manual_seed(6))).to(torch.bfloat16)
+    _load(head, w, bias)
+    head.quant_method.process_weights_after_loading(head)
+    expected, _, _ = _reference_logits(w, x, bias)
+    np.testing.assert_array_equal(_to_numpy(_logits(head, x, head.bias)), expected)
+
+
+@needs_vllm
+def test_group_size_and_clip_knobs(monkeypatch, plugin, quark_config):
+    monkeypatch.setenv("RADIANCE_LMHEAD_INT4_GS", "64")
+    monkeypatch.setenv("RADIANCE_LMHEAD_INT4_CLIP", "rtn")
+    rv.reload_settings()
+    head = _head(quark_config)
+    assert (head.quant_method.group_size, head.quant_method.clip) == (64, "rtn")
+    w, x = _weights(7), _hidden_states(8)
+    _load(head, w)
+    head.quant_method.process_weights_after_loading(head)
+    expected, _, _ = _reference_logits(w, x, group_size=64, clip="rtn")
+    np.testing.assert_array_equal(_to_numpy(_logits(head, x)), expected)
+
+
+@needs_vllm
+def test_hidden_size_not_a_multiple_of_the_group(plugin, quark_config):
+    with pytest.raises(ValueError) as info:
+        _head(quark_config, hidden=320)
+    message = str(info.value)
+    assert "320" in message and "RADIANCE_LMHEAD_INT4_GS" in message and "32, 64" in message
+    with pytest.raises(ValueError, match="no group size"):
+        _head(quark_config, hidden=200)
+
+
+@needs_vllm
+def test_tied_embeddings_keep_their_lookup(plugin, quark_config, caplog):
+    import torch
+    from vllm.model_executor.layers.vocab_parallel_embedding import VocabParallelEmbedding
+
+    embed = VocabParallelEmbedding(VOCAB, HIDDEN, params_dtype=torch.bfloat16,
+                                   quant_config=quark_config, prefix="model.embed_tokens")
+    head = _head(quark_config).tie_weights(embed)
+    assert head.weight is embed.weight
+    w, x = _weights(9), _hidden_states(10)
+    embed.weight.weight_loader(embed.weight, w)  # a tied checkpoint has only the embeddings
+    embed.quant_method.process_weights_after_loading(embed)
+    with caplog.at_level(logging.INFO, logger="vllm.radiance"):
+        head.quant_method.process_weights_after_loading(head)
+    assert "tied" in caplog.text
+
+    ids = torch.tensor([0, 7, 999, 3])
+    assert embed.weight.dtype == torch.bfloat16
+    assert torch.equal(embed(ids), w[ids])  # the lookup still reads the bf16 table
+    expected, packed, scales = _reference_logits(w, x)
+    np.testing.assert_array_equal(_to_numpy(_logits(head, x)), expected)
+    # The int4 head used as a table gives its dequantized rows.
+    rows = head.quant_method.embedding(head, ids)
+    dequantized = radiance.dequantize(packed, scales, GROUP)[ids.numpy()]
+    np.testing.assert_array_equal(rows.float().numpy(), _bf16(dequantized).astype(np.float32))
+
+
+@needs_vllm
+def test_tied_by_assignment_is_detected(plugin, quark_config):
+    """Older model code ties with `lm_head.weight = embed_tokens.weight`, bypassing tie_weights."""
+    import torch
+    from vllm.model_executor.layers.vocab_parallel_embedding import VocabParallelEmbedding
+
+    embed = VocabParallelEmbedding(VOCAB, HIDDEN, params_dtype=torch.bfloat16,
+                                   quant_config=quark_config, prefix="model.embed_tokens")
+    head = _head(quark_config)
+    head.weight = embed.weight
+    w = _weights(11)
+    embed.weight.weight_loader(embed.weight, w)
+    head.quant_method.process_weights_after_loading(head)
+    assert embed.weight.dtype == torch.bfloat16 and torch.equal(embed.weight[:VOCAB], w)
+
+
+@needs_vllm
+def test_tie_after_packing_is_refused(plugin, quark_config):
+    import torch
+    from vllm.model_executor.layers.vocab_parallel_embedding import VocabParallelEmbedding
+
+    head = _head(quark_config)
+    _load(head, _weights(12))
+    head.quant_method.process_weights_after_loading(head)
+    embed = VocabParallelEmbedding(VOCAB, HIDDEN, params_dtype=torch.bfloat16,
+                                   quant_config=quark_config, prefix="model.embed_tokens")
+    with pytest.raises(RuntimeError, match="already int4"):
+        head.tie_weights(embed)
+
+
+@needs_vllm
+def test_reload_into_packed_head_requantizes_in_place(plugin, quark_config):
+    import torch
+
+    head = _head(quark_config)
+    _load(head, _weights(13))
+    head.quant_method.process_weights_after_loading(head)
+    pointers = (head.weight.data_ptr(), head.weight_scale.data_ptr())
+    w2, x = _weights(14), _hidden_states(15)
+    _load(head, w2)  # a second load_weights: through the packed parameter's loader
+    assert (head.weight.data_ptr(), head.weight_scale.data_ptr()) == pointers
+    expected, _, _ = _reference_logits(w2, x)
+    np.testing.assert_array_equal(_to_numpy(_logits(head, x)), expected)
+    with pytest.raises(ValueError, match="int4 now"):
+        head.weight.weight_loader(head.weight, torch.zeros(VOCAB, HIDDEN // 2, dtype=torch.int8))
+    with pytest.raises(ValueError, match="int4 now"):
+        head.weight.weight_loader(head.weight, torch.zeros(VOCAB + 1, HIDDEN))
+
+
+@needs_vllm
+def test_vllm_layerwise_reload(plugin, quark_config):
+    """vLLM's own reload (reload_weights with is_checkpoint_format=True) on the packed head."""
+    from vllm.model_executor.model_loader.reload import (
+        finalize_layerwise_reload, initialize_layerwise_reload, record_metadata_for_reloading)
+
+    head = _head(quark_config)
+    record_metadata_for_reloading(head)  # what vLLM does right after building the model
+    _load(head, _weights(16))
+    head.quant_method.process_weights_after_loading(head)
+    kernel = (head.weight, head.weight_scale)
+
+    w2, x = _weights(17), _hidden_states(18)
+    initialize_layerwise_reload(head)
+    _load(head, w2)
+    finalize_layerwise_reload(head, None)
+    assert (head.weight, head.weight_scale) == kernel  # same tensors: CUDA graphs stay valid
+    expected, _, _ = _reference_logits(w2, x)
+    np.testing.assert_array_equal(_to_numpy(_logits(head, x)), expected)
+
+
+@needs_vllm
+def test_pre_processed_weights_are_refused(plugin, quark_config):
+    assert _head(quark_config).quant_method.supports_pre_processed_weights is False
+
+
+@needs_vllm
+def test_head_dtype_override_is_refused(plugin, tmp_path):
+    import json
+
+    from vllm.config import ModelConfig, VllmConfig, set_current_vllm_config
+    from vllm.model_executor.layers.quantization.quark.quark import QuarkConfig
+
+    config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": HIDDEN,
+              "intermediate_size": 512, "num_attention_heads": 4, "num_key_value_heads": 4,
+              "num_hidden_layers": 1, "vocab_size": VOCAB, "max_position_embeddings": 128,
+              "torch_dtype": "bfloat16", "head_dtype": "float32",
+              "quantization_config": QUARK_CONFIG}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    model_config = ModelConfig(model=str(tmp_path), skip_tokenizer_init=True, dtype="bfloat16")
+    assert str(model_config.head_dtype) == "torch.float32"
+    quark = QuarkConfig.from_config(QUARK_CONFIG)
+    vllm_config = VllmConfig.__new__(VllmConfig)  # only model_config is read while building
+    object.__setattr__(vllm_config, "model_config", model_config)
+    with set_current_vllm_config(vllm_config):
+        with pytest.raises(ValueError, match="head_dtype"):
+            _head(quark)
+
+
+@needs_vllm
+def test_gpu_head_without_gpu_kernels_is_refused():
+    import torch
+
+    if radiance.gpu_backend() != "none":
+        pytest.skip("this build has GPU kernels")
+    with pytest.raises(RuntimeError, match="GPU backend 'none'"):
+        rv._check_gpu_build(torch.device("cuda", 0))
+
+
+# --- tensor parallelism --------------------------------------------------------------------------
+
+
+@needs_vllm
+def test_tp2_shard_in_one_process(plugin, quark_config, monkeypatch):
+    """Rank 1 of 2, patched: its own 512-row shard (rows 512..999 + 24 zero padding rows)."""
+    import torch
+    import vllm.model_executor.layers.vocab_parallel_embedding as vpe
+
+    monkeypatch.setattr(vpe, "get_tensor_model_parallel_rank", lambda: 1)
+    monkeypatch.setattr(vpe, "get_tensor_model_parallel_world_size", lambda: 2)
+    head = _head(quark_config, bias=True)
+    assert (head.tp_rank, head.tp_size, head.num_embeddings_per_partition) == (1, 2, 512)
+    w, x = _weights(19), _hidden_states(20)
+    bias = torch.randn(VOCAB, generator=torch.Generator().manual_seed(21)).to(torch.bfloat16)
+    _load(head, w, bias)
+    head.quant_method.process_weights_after_loading(head)
+
+    shard = torch.cat([w[512:], torch.zeros(24, HIDDEN, dtype=w.dtype)])
+    shard_bias = torch.cat([bias[512:], torch.zeros(24, dtype=bias.dtype)])
+    expected, packed, _ = _reference_logits(shard, x, shard_bias)
+    np.testing.assert_array_equal(head.weight.view(torch.int32).numpy(), packed)
+    logits = _logits(head, x, head.bias, skip_gather=True)
+    assert tuple(logits.shape) == (5, 512)
+    np.testing.assert_array_equal(_to_numpy(logits), expected)
+    assert (logits[:, 488:] == 0).all()  # padded vocab rows: all-zero weights and bias
+
+
+def _tp_rank_main(rank, world_size, port, queue):
+    """One rank of a real TP=2 run: gloo, vLLM's model-parallel groups, gathered logits."""
+    os.environ["VLLM_TARGET_DEVICE"] = "cpu"
+    os.environ["RADIANCE_LMHEAD_INT4"] = "1"
+    os.environ["VLLM_PLUGINS"] = "radiance"
+    try:
+        import torch
+        import vllm.plugins
+        from vllm.config import VllmConfig, set_current_vllm_config
+        from vllm.distributed import parallel_state
+        from vllm.model_executor.layers.quantization.quark.quark import QuarkConfig
+
+        rv.reload_settings()
+        vllm.plugins.load_general_plugins()
+        with set_current_vllm_config(VllmConfig()):
+            parallel_state.init_distributed_environment(
+                world_size=world_size, rank=rank, local_rank=rank, backend="gloo",
+                distributed_init_method=f"tcp://127.0.0.1:{port}")
+            parallel_state.initialize_model_parallel(world_size)
+            head = _head(QuarkConfig.from_config(QUARK_CONFIG), bias=True)
+            w, x = _weights(22), _hidden_states(23)
+            bias = torch.randn(VOCAB, generator=torch.Generator().manual_seed(24))
+            _load(head, w, bias.to(torch.bfloat16))
+            head.quant_method.process_weights_after_loading(head)
+            logits = _logits(head, x, head.bias)
+            if logits is None:  # vLLM gathers to rank 0 only on this platform
+                queue.put((rank, None))
+            else:
+                queue.put((rank, _to_numpy(logits).view(np.int16).copy()))
+            parallel_state.destroy_model_parallel()
+            parallel_state.destroy_distributed_environment()
+    except BaseException as error:  # the parent reports it
+        import traceback
+
+        queue.put((rank, f"{type(error).__name__}: {error}\n{traceback.format_exc()}"))
+
+
+@needs_vllm
+def test_tp2_two_gloo_processes():
+    import multiprocessing
+
+    import torch
+
+    context = multiprocessing.get_context("spawn")
+    queue = context.Queue()
+    port = _free_port()
+    ranks = [context.Process(target=_tp_rank_main, args=(r, 2, port, queue)) for r in range(2)]
+    for process in ranks:
+        process.start()
+    results = dict(queue.get(timeout=540) for _ in ranks)
+    for process in ranks:
+        process.join(timeout=60)
+    for rank, result in results.items():
+        assert not isinstance(result, str), f"rank {rank} failed: {result}"
+    w, x = _weights(22), _hidden_states(23)
+    bias = torch.randn(VOCAB, generator=torch.Generator().manual_seed(24)).to(torch.bfloat16)
+    expected, _, _ = _reference_logits(w, x, bias)
+    gathered = [r for r in results.values() if r is not None]
+    assert gathered, "no rank returned the gathered logits"
+    for logits in gathered:
+        np.testing.assert_array_equal(logits.view(ml_dtypes.bfloat16), expected)
