@@ -114,6 +114,19 @@ def test_module_imports_without_vllm_or_torch():
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
+def test_chunked_quantize_equals_whole(monkeypatch):
+    """The head is quantized in row chunks into one buffer; rows past the source are padding."""
+    torch = pytest.importorskip("torch")
+    w = (torch.randn(300, 256, generator=torch.Generator().manual_seed(0)) * 0.02).bfloat16()
+    words = torch.empty((320, 32), dtype=torch.int32)
+    scales = torch.empty((320, 2), dtype=torch.bfloat16)
+    monkeypatch.setattr(rv, "CHUNK_BYTES", 256 * 2 * 70)  # 70 rows a step: one straddles row 300
+    rv._quantize_into(w, words, scales, 128, "mse")
+    padded = torch.cat([w, torch.zeros(20, 256, dtype=w.dtype)])
+    ref_words, ref_scales = radiance.quantize_rows(padded, group_size=128, clip="mse")
+    assert torch.equal(words, ref_words) and torch.equal(scales, ref_scales)
+
+
 def test_fitting_group_sizes():
     assert rv.fitting_group_sizes(5120) == [32, 64, 128, 256]
     assert rv.fitting_group_sizes(320) == [32, 64]
