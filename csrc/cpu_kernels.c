@@ -314,7 +314,7 @@ RAD_INLINE void quantize_rows_fixed(const struct quantize_ctx *c, int64_t begin,
     const int G = 8 * words;
     const int64_t groups = c->cols / G;
     float wf[RAD_MAX_GROUP];
-    struct group_t g;
+    struct group_t g = {{{0}}};
     for (int64_t row = begin; row < end; row++) {
         for (int64_t gi = 0; gi < groups; gi++) {
             load_floats(c->w, c->dtype, row * c->cols + gi * G, G, wf);

@@ -66,4 +66,25 @@ typedef struct DLManagedTensorVersioned {
     DLTensor dl_tensor;
 } DLManagedTensorVersioned;
 
+/*
+ * The DLPack C exchange API (DLPack 1.3): a producer type exposes a PyCapsule named
+ * "dlpack_exchange_api" as the type attribute __dlpack_c_exchange_api__, holding this table.
+ * Consumers read tensors and the current stream through it without a Python call.
+ */
+typedef struct DLPackExchangeAPIHeader {
+    DLPackVersion version;
+    struct DLPackExchangeAPIHeader *prev_api;
+} DLPackExchangeAPIHeader;
+
+typedef struct {
+    DLPackExchangeAPIHeader header;
+    void *managed_tensor_allocator;              /* unused here */
+    void *managed_tensor_from_py_object_no_sync; /* unused here */
+    void *managed_tensor_to_py_object_no_sync;   /* unused here */
+    /* Fills a caller-owned DLTensor that stays valid while py_object lives; 0 or -1 + exception. */
+    int (*dltensor_from_py_object_no_sync)(void *py_object, DLTensor *out);
+    /* The producer's current stream on a device (e.g. torch.cuda.current_stream()). */
+    int (*current_work_stream)(int32_t device_type, int32_t device_id, void **out_stream);
+} DLPackExchangeAPI;
+
 #endif /* RADIANCE_DLPACK_H */

@@ -49,7 +49,7 @@ static void release_views(view_set *set) {
 
 static int parse_stream(PyObject *obj, long long *stream) {
     if (obj == Py_None) {
-        *stream = 0; /* the default stream */
+        *stream = RV_STREAM_DEFAULT; /* the producer's current stream, else the default one */
         return 0;
     }
     if (!PyLong_Check(obj)) {
@@ -104,6 +104,15 @@ static int check_shape2(const rad_view *v, const char *name, int64_t rows, int64
                  (long long)v->shape[1]);
     return -1;
 }
+
+#ifdef RADIANCE_WITH_GPU
+/* The stream to launch on: the one given, else the producer's current stream (known through the
+ * DLPack exchange API), else the default stream. */
+static void *launch_stream(long long stream, const rad_view *first) {
+    if (stream != RV_STREAM_DEFAULT) return (void *)(intptr_t)stream;
+    return first->has_current_stream ? first->current_stream : NULL;
+}
+#endif
 
 /* All views on one device; returns that device, or -1 with an error. */
 static int common_device(const view_set *set, const char *const *names) {
@@ -245,7 +254,7 @@ static PyObject *py_quantize_rows(PyObject *self, PyObject *args, PyObject *kwar
             Py_BEGIN_ALLOW_THREADS
             code = radiance_gpu_quantize_rows(w->data, w->dtype, rows, cols, group_size, clip,
                                               (int32_t *)packed->data, (uint16_t *)scales->data,
-                                              &bad_row, (void *)(intptr_t)stream);
+                                              &bad_row, launch_stream(stream, w));
             Py_END_ALLOW_THREADS
             leave_device(&guard, w->device_id);
         }
@@ -510,7 +519,7 @@ static PyObject *py_apply(PyObject *self, PyObject *args, PyObject *kwargs) {
                                       (const int32_t *)packed->data,
                                       (const uint16_t *)scales->data,
                                       bias ? (const uint16_t *)bias->data : NULL, n, group_size,
-                                      (uint16_t *)out->data, (void *)(intptr_t)stream);
+                                      (uint16_t *)out->data, launch_stream(stream, x));
             leave_device(&guard, x->device_id);
         }
         if (code) {

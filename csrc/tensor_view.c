@@ -165,23 +165,121 @@ static PyObject *request_capsule(PyObject *obj, int on_gpu, long long stream) {
     return capsule;
 }
 
-static int from_dlpack(PyObject *obj, const char *name, int access, long long stream,
-                       rad_view *view) {
-    int dev_type, dev_id;
-    if (query_device(obj, name, &dev_type, &dev_id) < 0) return -1;
-    int device;
+/* Shape, dtype, layout and alignment checks shared by both DLPack paths. */
+static int fill_view(rad_view *view, const DLTensor *t, int device, int dev_id, const char *name,
+                     int access, uint64_t flags) {
+    if (t->ndim < 0 || t->ndim > RV_MAX_DIMS) {
+        PyErr_Format(PyExc_ValueError, "%s has %d dimensions; at most 2 are expected", name,
+                     (int)t->ndim);
+        return -1;
+    }
+    view->data = (char *)t->data + t->byte_offset;
+    view->dtype = dlpack_dtype(t->dtype);
+    view->ndim = t->ndim;
+    view->device = device;
+    view->device_id = device == RV_HOST ? 0 : dev_id;
+    for (int i = 0; i < t->ndim; i++) view->shape[i] = t->shape[i];
+    if (t->strides) {
+        int64_t expected = 1;
+        for (int i = t->ndim - 1; i >= 0; i--) {
+            if (t->shape[i] != 1 && t->strides[i] != expected) {
+                PyErr_Format(PyExc_ValueError,
+                             "%s must be contiguous (row-major); call .contiguous() first", name);
+                return -1;
+            }
+            expected *= t->shape[i];
+        }
+    }
+    if (access == RV_WRITE && (flags & DLPACK_FLAG_BITMASK_READ_ONLY)) {
+        PyErr_Format(PyExc_ValueError, "%s is read-only; it must be writeable", name);
+        return -1;
+    }
+    if (view->dtype != RV_OTHER && ((uintptr_t)view->data % (uintptr_t)dtype_size(view->dtype))) {
+        PyErr_Format(PyExc_ValueError, "%s is not aligned to its element size", name);
+        return -1;
+    }
+    return 0;
+}
+
+static int view_device(int dev_type, const char *name) {
     switch (dev_type) {
-    case kDLCPU: case kDLCUDAHost: case kDLROCMHost: device = RV_HOST; break;
-    case kDLCUDA: case kDLCUDAManaged: device = RV_CUDA; break;
-    case kDLROCM: device = RV_ROCM; break;
+    case kDLCPU: case kDLCUDAHost: case kDLROCMHost: return RV_HOST;
+    case kDLCUDA: case kDLCUDAManaged: return RV_CUDA;
+    case kDLROCM: return RV_ROCM;
     default:
         PyErr_Format(PyExc_ValueError,
                      "%s is on DLPack device type %d; radiance takes host, CUDA or ROCm memory",
                      name, dev_type);
         return -1;
     }
-    /* On CUDA, DLPack reserves 0 (ambiguous) and means the legacy default stream by 1. */
-    long long consumer_stream = stream;
+}
+
+/* The exchange API of obj's type (walking to a 1.x table), or NULL. A few types are cached:
+ * torch.Tensor and torch.nn.Parameter are both common. */
+static const DLPackExchangeAPI *exchange_api(PyTypeObject *type) {
+    enum { CACHE = 4 };
+    static PyTypeObject *types[CACHE];
+    static const DLPackExchangeAPI *apis[CACHE];
+    static int next;
+    for (int i = 0; i < CACHE; i++)
+        if (types[i] == type) return apis[i];
+    const DLPackExchangeAPI *api = NULL;
+    PyObject *capsule = PyObject_GetAttrString((PyObject *)type, "__dlpack_c_exchange_api__");
+    if (!capsule) {
+        PyErr_Clear();
+    } else {
+        if (PyCapsule_IsValid(capsule, "dlpack_exchange_api")) {
+            const DLPackExchangeAPIHeader *h =
+                (const DLPackExchangeAPIHeader *)PyCapsule_GetPointer(capsule, "dlpack_exchange_api");
+            while (h && h->version.major != 1) h = h->prev_api;
+            api = (const DLPackExchangeAPI *)h;
+            if (api && !api->dltensor_from_py_object_no_sync) api = NULL;
+        }
+        Py_DECREF(capsule);
+    }
+    Py_XDECREF(types[next]);
+    Py_INCREF(type); /* held so that the cached pointer cannot be reused by another type */
+    types[next] = type;
+    apis[next] = api;
+    next = (next + 1) % CACHE;
+    return api;
+}
+
+static int from_exchange_api(PyObject *obj, const DLPackExchangeAPI *api, const char *name,
+                             int access, rad_view *view) {
+    DLTensor t;
+    memset(&t, 0, sizeof t);
+    if (api->dltensor_from_py_object_no_sync(obj, &t) != 0) {
+        if (!PyErr_Occurred())
+            PyErr_Format(PyExc_ValueError, "%s could not be exported through DLPack", name);
+        return -1;
+    }
+    const int device = view_device(t.device.device_type, name);
+    if (device < 0) return -1;
+    view->array = Py_NewRef(obj); /* the DLTensor borrows obj's memory */
+    if (fill_view(view, &t, device, t.device.device_id, name, access, 0) < 0) return -1;
+    if (device != RV_HOST && api->current_work_stream) {
+        void *current = NULL;
+        if (api->current_work_stream(t.device.device_type, t.device.device_id, &current) != 0) {
+            if (!PyErr_Occurred())
+                PyErr_Format(PyExc_RuntimeError, "%s: the producer did not name its stream", name);
+            return -1;
+        }
+        view->has_current_stream = 1;
+        view->current_stream = current;
+    }
+    return 0;
+}
+
+static int from_dlpack(PyObject *obj, const char *name, int access, long long stream,
+                       rad_view *view) {
+    int dev_type, dev_id;
+    if (query_device(obj, name, &dev_type, &dev_id) < 0) return -1;
+    const int device = view_device(dev_type, name);
+    if (device < 0) return -1;
+    /* The kernels launch on `stream`, or on the default stream when none was given. On CUDA,
+     * DLPack reserves 0 (ambiguous) and names the legacy default stream 1. */
+    long long consumer_stream = stream == RV_STREAM_DEFAULT ? 0 : stream;
     if (device == RV_CUDA && consumer_stream == 0) consumer_stream = 1;
     PyObject *capsule = request_capsule(obj, device != RV_HOST, consumer_stream);
     if (!capsule) return -1;
@@ -220,45 +318,18 @@ static int from_dlpack(PyObject *obj, const char *name, int access, long long st
     }
     Py_DECREF(capsule); /* renamed: its destructor leaves the tensor to us */
 
-    if (t->ndim < 0 || t->ndim > RV_MAX_DIMS) {
-        PyErr_Format(PyExc_ValueError, "%s has %d dimensions; at most 2 are expected", name,
-                     (int)t->ndim);
-        return -1;
-    }
-    view->data = (char *)t->data + t->byte_offset;
-    view->dtype = dlpack_dtype(t->dtype);
-    view->ndim = t->ndim;
-    view->device = device;
-    view->device_id = device == RV_HOST ? 0 : dev_id;
-    for (int i = 0; i < t->ndim; i++) view->shape[i] = t->shape[i];
-    if (t->strides) {
-        int64_t expected = 1;
-        for (int i = t->ndim - 1; i >= 0; i--) {
-            if (t->shape[i] != 1 && t->strides[i] != expected) {
-                PyErr_Format(PyExc_ValueError,
-                             "%s must be contiguous (row-major); call .contiguous() first", name);
-                return -1;
-            }
-            expected *= t->shape[i];
-        }
-    }
-    if (access == RV_WRITE && (flags & DLPACK_FLAG_BITMASK_READ_ONLY)) {
-        PyErr_Format(PyExc_ValueError, "%s is read-only; it must be writeable", name);
-        return -1;
-    }
-    if (view->dtype != RV_OTHER && ((uintptr_t)view->data % (uintptr_t)dtype_size(view->dtype))) {
-        PyErr_Format(PyExc_ValueError, "%s is not aligned to its element size", name);
-        return -1;
-    }
-    return 0;
+    return fill_view(view, t, device, dev_id, name, access, flags);
 }
 
 int rad_view_from_object(PyObject *obj, const char *name, int access, long long stream,
                          rad_view *view) {
     clear_view(view);
     int status;
+    const DLPackExchangeAPI *api;
     if (PyArray_Check(obj)) {
         status = from_numpy(obj, name, access, view);
+    } else if ((api = exchange_api(Py_TYPE(obj))) != NULL) {
+        status = from_exchange_api(obj, api, name, access, view);
     } else if (PyObject_HasAttrString(obj, "__dlpack__") &&
                PyObject_HasAttrString(obj, "__dlpack_device__")) {
         status = from_dlpack(obj, name, access, stream, view);

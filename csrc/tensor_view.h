@@ -36,6 +36,9 @@ typedef struct {
     int64_t shape[RV_MAX_DIMS];
     int device;    /* enum rad_view_device */
     int device_id; /* GPU ordinal; 0 on the host */
+    /* The producer's current stream on that device, where its exchange API tells it. */
+    int has_current_stream;
+    void *current_stream;
     /* Ownership: exactly one of these holds the memory alive. */
     PyObject *array;
     DLManagedTensor *legacy;
@@ -48,9 +51,13 @@ enum rad_view_access { RV_READ = 0, RV_WRITE = 1 };
 /*
  * Fill `view` from obj: a NumPy array (any layout for inputs: non-contiguous or misaligned ones
  * are copied; outputs must be C-contiguous, aligned and writeable) or any object with __dlpack__
- * (must be contiguous). `stream` is the consumer stream handed to __dlpack__ for GPU tensors
- * (-1: none given). Returns 0, or -1 with a Python exception naming `name`.
+ * (must be contiguous). Producers with the DLPack C exchange API (torch) are read through it,
+ * with no Python call and no synchronization: the consumer then launches on the producer's
+ * current stream (view->current_stream) or a stream it was given. Other producers are asked
+ * through __dlpack__(stream=stream, ...) and make their work visible on that stream; `stream` is
+ * RV_STREAM_DEFAULT when none was given. Returns 0, or -1 with a Python exception naming `name`.
  */
+#define RV_STREAM_DEFAULT (-2LL)
 int rad_view_from_object(PyObject *obj, const char *name, int access, long long stream,
                          rad_view *view);
 void rad_view_release(rad_view *view);

@@ -55,8 +55,10 @@ def _torch_tensor(obj):
 
 
 def _stream_of(tensor):
-    """The handle of torch's current stream on tensor's device, or None on the CPU."""
-    if tensor.device.type != "cuda":
+    """The stream to hand to _C for tensor: None where _C finds torch's current stream itself
+    (the tensor's type has the DLPack C exchange API, torch >= 2.10) or on the CPU, else the
+    handle of torch's current stream on tensor's device."""
+    if tensor.device.type != "cuda" or hasattr(type(tensor), "__dlpack_c_exchange_api__"):
         return None
     import torch
 
