@@ -185,9 +185,11 @@ def test_table_and_dict(result):
 
 def test_torch_tensors_give_the_numpy_numbers(result, head, hidden):
     torch_result = check.check(
-        torch.from_numpy(head.weight), torch.from_numpy(hidden), timing=False
+        torch.from_numpy(head.weight), torch.from_numpy(hidden), timing_batches=(1,)
     )
     assert torch_result.device == "cpu"
+    assert torch_result.timing["reference"] == "torch.nn.functional.linear bfloat16"
+    assert torch_result.timing["batches"]["1"]["int4_ms"] > 0
     for name in ("rtn", "mse"):
         a, b = torch_result[name], result[name]
         assert a.weight_rel_rms == b.weight_rel_rms

@@ -427,7 +427,7 @@ class _TorchBackend:
         if bias is not None and not _is_torch(bias):
             bias = _numpy_to_torch(np.asarray(bias), device)
         self.bias = None if bias is None else bias.detach().to(self.weight.device)
-        self.reference_name = f"torch.nn.functional.linear {str(self.weight.dtype)[6:]}"
+        self.reference_name = "torch.nn.functional.linear bfloat16"
 
     def activations(self, hidden):
         torch = self.torch
@@ -456,11 +456,11 @@ class _TorchBackend:
 
     def timers(self, x, packed, scales, group_size):
         torch = self.torch
-        # The unquantized head as a server runs it: its own dtype, bf16 activations.
-        weight = self.weight
-        x_ref = x.to(weight.dtype)
-        bias_ref = None if self.bias is None else self.bias.to(weight.dtype)
-        bias_int4 = None if self.bias is None else self.bias.to(torch.bfloat16)
+        # The unquantized head as a server runs it: bf16 weights and activations.
+        weight = self.weight.to(torch.bfloat16)
+        x_ref = x
+        bias_ref = None if self.bias is None else self.bias.to(torch.bfloat16)
+        bias_int4 = bias_ref
 
         def reference():
             return torch.nn.functional.linear(x_ref, weight, bias_ref)
