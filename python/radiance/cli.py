@@ -29,7 +29,6 @@ def _build_parser():
             "logit error, top-1 agreement, top-k overlap, KL divergence, worst rows, and the time "
             "of apply vs the unquantized head. Prints a table, writes a JSON report and a PNG plot."
         ),
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     check.add_argument(
         "model",
@@ -56,12 +55,17 @@ def _build_parser():
         metavar="FILE.npy",
         help="precomputed final hidden states [tokens, hidden] (.npy) instead of running the model",
     )
-    check.add_argument("--tokens", type=int, default=1024, help="use at most this many tokens")
+    check.add_argument(
+        "--tokens",
+        type=int,
+        default=1024,
+        help="use at most this many tokens (default: %(default)s)",
+    )
     check.add_argument(
         "--seq-len",
         type=int,
         default=512,
-        help="tokens per forward pass (the text is cut into windows)",
+        help="tokens per forward pass; the text is cut into windows (default: %(default)s)",
     )
     check.add_argument(
         "--group-size",
@@ -70,9 +74,15 @@ def _build_parser():
         help="int4 group size: 32, 64, 128 or 256 (default: 128, or the largest that divides "
         "the hidden size)",
     )
-    check.add_argument("--methods", default="rtn,mse", help="comma-separated quantization methods")
     check.add_argument(
-        "--device", default="auto", help="cpu, cuda, cuda:N, or auto (cuda when torch sees a GPU)"
+        "--methods",
+        default="rtn,mse",
+        help="comma-separated quantization methods (default: %(default)s)",
+    )
+    check.add_argument(
+        "--device",
+        default="auto",
+        help="cpu, cuda, cuda:N, or auto: cuda when torch sees a GPU (default: %(default)s)",
     )
     check.add_argument(
         "--model-dtype",
@@ -80,18 +90,20 @@ def _build_parser():
         choices=("auto", "float32", "bfloat16", "float16"),
         help="dtype to run the model in (auto: float32 on the CPU, bfloat16 on a GPU)",
     )
-    check.add_argument("--worst", type=int, default=10, help="worst rows to report")
+    check.add_argument(
+        "--worst", type=int, default=10, help="worst rows to report (default: %(default)s)"
+    )
     check.add_argument(
         "--json",
         default="radiance-check.json",
         metavar="PATH",
-        help="where to write the JSON report ('-' for none)",
+        help="where to write the JSON report, '-' for none (default: %(default)s)",
     )
     check.add_argument(
         "--plot",
         default="radiance-check.png",
         metavar="PATH",
-        help="where to write the PNG plot ('-' for none)",
+        help="where to write the PNG plot, '-' for none (default: %(default)s)",
     )
     check.add_argument("--no-timing", action="store_true", help="skip timing apply")
     check.add_argument("--no-progress", action="store_true", help="no progress bars")
