@@ -494,27 +494,99 @@ def test_pre_processed_weights_are_refused(plugin, quark_config):
     assert _head(quark_config).quant_method.supports_pre_processed_weights is False
 
 
-@needs_vllm
-def test_head_dtype_override_is_refused(plugin, tmp_path):
+def _write_checkpoint(folder, tie=False, head_dtype=None, seed=30):
+    """A one-layer Llama checkpoint of a Quark model: config.json with its quantization_config
+    (every Linear excluded from FP8, which vLLM's CPU platform cannot run) and model.safetensors
+    in the Hugging Face names. Returns the checkpoint's tensors."""
     import json
 
-    from vllm.config import ModelConfig, VllmConfig, set_current_vllm_config
+    import torch
+    from safetensors.torch import save_file
+
+    quark = dict(QUARK_CONFIG, exclude=["lm_head", "re:.*"])
+    config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama",
+              "hidden_size": HIDDEN, "intermediate_size": 512, "num_attention_heads": 4,
+              "num_key_value_heads": 4, "num_hidden_layers": 1, "vocab_size": VOCAB,
+              "max_position_embeddings": 128, "torch_dtype": "bfloat16",
+              "tie_word_embeddings": tie, "quantization_config": quark}
+    if head_dtype is not None:
+        config["head_dtype"] = head_dtype
+    (folder / "config.json").write_text(json.dumps(config))
+    g = torch.Generator().manual_seed(seed)
+
+    def weight(*shape):
+        return (torch.randn(*shape, generator=g) * 0.05).bfloat16()
+
+    tensors = {"model.embed_tokens.weight": weight(VOCAB, HIDDEN),
+               "model.norm.weight": torch.ones(HIDDEN).bfloat16()}
+    layer = "model.layers.0."
+    square = (HIDDEN, HIDDEN)
+    for name, shape in [("self_attn.q_proj", square), ("self_attn.k_proj", square),
+                        ("self_attn.v_proj", square), ("self_attn.o_proj", square),
+                        ("mlp.gate_proj", (512, HIDDEN)), ("mlp.up_proj", (512, HIDDEN)),
+                        ("mlp.down_proj", (HIDDEN, 512))]:
+        tensors[f"{layer}{name}.weight"] = weight(*shape)
+    for name in ("input_layernorm", "post_attention_layernorm"):
+        tensors[f"{layer}{name}.weight"] = torch.ones(HIDDEN).bfloat16()
+    if not tie:
+        tensors["lm_head.weight"] = weight(VOCAB, HIDDEN)
+    save_file(tensors, str(folder / "model.safetensors"))
+    return tensors
+
+
+def _vllm_config(folder):
+    from vllm.config import ModelConfig, VllmConfig
+
+    model_config = ModelConfig(model=str(folder), skip_tokenizer_init=True, dtype="bfloat16",
+                               enforce_eager=True)
+    return VllmConfig(model_config=model_config)
+
+
+@needs_vllm
+@pytest.mark.parametrize("tie", [False, True], ids=["untied", "tied"])
+def test_real_model_through_vllm_loader(plugin, tmp_path, monkeypatch, caplog, tie):
+    """vLLM's own get_model: LlamaForCausalLM built from a Quark checkpoint folder, safetensors
+    loaded by DefaultModelLoader, vLLM's process_weights_after_loading, model.compute_logits."""
+    import torch
+    from vllm.config import set_current_vllm_config
+    from vllm.model_executor.model_loader import get_model
+
+    # vLLM's loader empties the accelerator cache after loading, which CPU-only torch refuses
+    # ("Cannot access accelerator device when none is available"); there is no cache to empty.
+    monkeypatch.setattr(torch.accelerator, "empty_cache", lambda: None)
+    tensors = _write_checkpoint(tmp_path, tie=tie)
+    vllm_config = _vllm_config(tmp_path)
+    with set_current_vllm_config(vllm_config), \
+            caplog.at_level(logging.INFO, logger="vllm.radiance"):
+        model = get_model(vllm_config=vllm_config)
+    assert type(model).__name__ == "LlamaForCausalLM"
+    assert type(model.lm_head.quant_method).__name__ == "RadianceLMHeadInt4"
+    assert model.lm_head.weight.dtype == torch.int8
+    assert ("tied" in caplog.text) == tie and "radiance: lm_head [1024, 256]" in caplog.text
+
+    x = _hidden_states(31)
+    with set_current_vllm_config(vllm_config):
+        logits = model.compute_logits(x)
+    head = tensors["model.embed_tokens.weight" if tie else "lm_head.weight"]
+    expected, _, _ = _reference_logits(head, x)
+    np.testing.assert_array_equal(_to_numpy(logits), expected)
+    ids = torch.tensor([0, 1, 500, 999])
+    embed = model.model.embed_tokens
+    assert embed.weight.dtype == torch.bfloat16
+    assert torch.equal(embed(ids), tensors["model.embed_tokens.weight"][ids])
+
+
+@needs_vllm
+def test_head_dtype_override_is_refused(plugin, tmp_path):
+    from vllm.config import set_current_vllm_config
     from vllm.model_executor.layers.quantization.quark.quark import QuarkConfig
 
-    config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": HIDDEN,
-              "intermediate_size": 512, "num_attention_heads": 4, "num_key_value_heads": 4,
-              "num_hidden_layers": 1, "vocab_size": VOCAB, "max_position_embeddings": 128,
-              "torch_dtype": "bfloat16", "head_dtype": "float32",
-              "quantization_config": QUARK_CONFIG}
-    (tmp_path / "config.json").write_text(json.dumps(config))
-    model_config = ModelConfig(model=str(tmp_path), skip_tokenizer_init=True, dtype="bfloat16")
-    assert str(model_config.head_dtype) == "torch.float32"
-    quark = QuarkConfig.from_config(QUARK_CONFIG)
-    vllm_config = VllmConfig.__new__(VllmConfig)  # only model_config is read while building
-    object.__setattr__(vllm_config, "model_config", model_config)
+    _write_checkpoint(tmp_path, head_dtype="float32")
+    vllm_config = _vllm_config(tmp_path)
+    assert str(vllm_config.model_config.head_dtype) == "torch.float32"
     with set_current_vllm_config(vllm_config):
         with pytest.raises(ValueError, match="head_dtype"):
-            _head(quark)
+            _head(QuarkConfig.from_config(QUARK_CONFIG))
 
 
 @needs_vllm
