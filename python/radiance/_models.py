@@ -421,10 +421,13 @@ class Runner:
     source: str
 
     def token_text(self, row):
+        """The text of vocabulary row ``row`` (its token decoded), or None past the vocabulary."""
+        if row >= len(self.tokenizer):
+            return None  # a padded head has rows no token maps to
         try:
+            return self.tokenizer.decode([int(row)])
+        except Exception:  # a tokenizer that cannot decode this id alone
             return self.tokenizer.convert_ids_to_tokens(int(row))
-        except Exception:  # a row past the tokenizer's vocabulary (padded heads)
-            return None
 
 
 def _require_transformers():

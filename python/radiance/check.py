@@ -681,7 +681,8 @@ def check(
                 "row_norm": float(math.sqrt(row_ref_sq[row])),
             }
             if token_text is not None:
-                entry["token"] = str(token_text(int(row)))
+                text = token_text(int(row))
+                entry["token"] = None if text is None else str(text)
             worst_rows.append(entry)
         kl = np.concatenate(s.kl)
         counts = s.bin_count
