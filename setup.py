@@ -115,17 +115,20 @@ class BuildExt(build_ext):
         raise SystemExit("libcudart_static.a not found; set CUDA_HOME to the CUDA toolkit")
 
     def compile_gpu(self, backend, compiler, archs):
+        """Compiles the hip/ sources side by side; returns their object files."""
         out_dir = os.path.join(self.build_temp, "hip")
         os.makedirs(out_dir, exist_ok=True)
         flags = compile_flags(backend, archs)
-        objects = []
+        jobs = []
         for source in HIP_SOURCES:
             obj = os.path.join(out_dir, os.path.basename(source) + ".o")
             cmd = [compiler, *flags, "-c", os.path.join(HERE, source), "-o", obj]
             log(" ".join(cmd))
-            subprocess.check_call(cmd)
-            objects.append(obj)
-        return objects
+            jobs.append((obj, subprocess.Popen(cmd)))
+        failed = [obj for obj, job in jobs if job.wait() != 0]
+        if failed:
+            raise SystemExit(f"radiance: GPU compilation failed for {', '.join(failed)}")
+        return [obj for obj, _ in jobs]
 
 
 c_flags = ["-O3", "-std=c11", "-ffp-contract=off", "-fno-math-errno", "-Wall", "-Wextra",
