@@ -420,6 +420,42 @@ def test_tied_embeddings_keep_their_lookup(plugin, quark_config, caplog):
 
 
 @needs_vllm
+def test_tied_head_follows_embedding_reloads(plugin, quark_config):
+    """A tied checkpoint reloads only the embeddings: the int4 head must follow, through a plain
+    second load_weights and through vLLM's layerwise reload."""
+    import torch
+    from vllm.model_executor.layers.vocab_parallel_embedding import VocabParallelEmbedding
+    from vllm.model_executor.model_loader.reload import (
+        finalize_layerwise_reload, initialize_layerwise_reload, record_metadata_for_reloading)
+
+    model = torch.nn.Module()
+    model.embed_tokens = VocabParallelEmbedding(VOCAB, HIDDEN, params_dtype=torch.bfloat16,
+                                                quant_config=quark_config,
+                                                prefix="model.embed_tokens")
+    model.lm_head = _head(quark_config).tie_weights(model.embed_tokens)
+    record_metadata_for_reloading(model)
+    embed, head = model.embed_tokens, model.lm_head
+    embed.weight.weight_loader(embed.weight, _weights(40))
+    for layer in (embed, head):  # vLLM's order: named_modules
+        layer.quant_method.process_weights_after_loading(layer)
+    kernel = (head.weight, head.weight_scale, embed.weight)
+    ids, x = torch.tensor([0, 7, 999]), _hidden_states(41)
+
+    w2 = _weights(42)
+    embed.weight.weight_loader(embed.weight, w2)  # plain second load_weights
+    assert torch.equal(embed(ids), w2[ids])
+    np.testing.assert_array_equal(_to_numpy(_logits(head, x)), _reference_logits(w2, x)[0])
+
+    w3 = _weights(43)
+    initialize_layerwise_reload(model)
+    model.embed_tokens.weight.weight_loader(model.embed_tokens.weight, w3)
+    finalize_layerwise_reload(model, None)
+    assert (head.weight, head.weight_scale, embed.weight) == kernel
+    assert torch.equal(embed(ids), w3[ids])
+    np.testing.assert_array_equal(_to_numpy(_logits(head, x)), _reference_logits(w3, x)[0])
+
+
+@needs_vllm
 def test_tied_by_assignment_is_detected(plugin, quark_config):
     """Older model code ties with `lm_head.weight = embed_tokens.weight`, bypassing tie_weights."""
     import torch
@@ -574,6 +610,25 @@ def test_real_model_through_vllm_loader(plugin, tmp_path, monkeypatch, caplog, t
     embed = model.model.embed_tokens
     assert embed.weight.dtype == torch.bfloat16
     assert torch.equal(embed(ids), tensors["model.embed_tokens.weight"][ids])
+
+    # RL-style weight updates: vLLM's reload_weights (layerwise), then a plain load_weights.
+    from vllm.model_executor.model_loader.reload.inplace import reload_weights
+
+    kernel = (model.lm_head.weight, model.lm_head.weight_scale)
+    for seed, reload in ((32, "reload_weights"), (33, "load_weights")):
+        (tmp_path / reload).mkdir()
+        new = _write_checkpoint(tmp_path / reload, tie=tie, seed=seed)
+        with set_current_vllm_config(vllm_config):
+            if reload == "reload_weights":
+                reload_weights(vllm_config, model, iter(new.items()), None, True)
+            else:
+                model.load_weights(iter(new.items()))
+            logits = model.compute_logits(x)
+        assert (model.lm_head.weight, model.lm_head.weight_scale) == kernel, reload
+        head = new["model.embed_tokens.weight" if tie else "lm_head.weight"]
+        np.testing.assert_array_equal(_to_numpy(logits), _reference_logits(head, x)[0],
+                                      err_msg=reload)
+        assert torch.equal(embed(ids), new["model.embed_tokens.weight"][ids]), reload
 
 
 @needs_vllm

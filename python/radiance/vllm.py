@@ -290,14 +290,17 @@ def method_class():
 
             before = weight.numel() * weight.element_size()
             dtype, device = weight.dtype, weight.device
-            del weight
             packed = Parameter(words.view(torch.int8), requires_grad=False)
             set_weight_attrs(packed, {"input_dim": 1, "output_dim": 0,
                                       "weight_loader": _packed_weight_loader(layer, self)})
+            weight_scale = Parameter(scales, requires_grad=False)
+            if tied:
+                _follow_tied_embedding(layer, weight, packed, weight_scale, self)
+            del weight
             # Rebinding the name drops this layer's reference to the bf16 tensor; a tied
             # embedding keeps its own reference and so its lookup table.
             layer.weight = packed
-            layer.weight_scale = Parameter(scales, requires_grad=False)
+            layer.weight_scale = weight_scale
             if device.type == "cuda":
                 torch.cuda.empty_cache()  # hand the bf16 blocks back before vLLM profiles memory
 
@@ -354,9 +357,56 @@ def _is_tied(layer):
     """Whether layer.weight is shared with another module (the input embeddings)."""
     if getattr(layer, "_radiance_tied", False):
         return True
-    loader = getattr(layer.weight, "weight_loader", None)
-    owner = getattr(loader, "__self__", None)
+    owner = _loader_owner(layer.weight)
     return owner is not None and owner is not layer
+
+
+def _loader_owner(param):
+    """The module whose weight_loader the parameter carries (the module that created it)."""
+    loader = getattr(param, "weight_loader", None)
+    return getattr(loader, "_radiance_owner", None) or getattr(loader, "__self__", None)
+
+
+def _follow_tied_embedding(head, source, packed, weight_scale, method):
+    """Keep a tied head's int4 copy in step with the embedding table it was tied to.
+
+    The checkpoint of a tied model holds only the embeddings, so a weight reload writes the
+    embedding and never reaches the head. Two reload paths are followed: vLLM's layerwise reload
+    (reload_weights) runs the embedding method's process_weights_after_loading again, and a plain
+    second load_weights calls the embedding parameter's weight_loader; after either, the head is
+    re-quantized in place from the new table.
+    """
+    loader = getattr(source, "weight_loader", None)
+    embedding = _loader_owner(source)
+    if embedding is None or embedding is head:
+        logger.warning("radiance: %s is tied to a table whose owner is unknown; a later weight "
+                       "reload will not reach the int4 head", head.prefix or "lm_head")
+        return
+    torch = _torch()
+    words = packed.data.view(torch.int32)
+
+    def requantize(table):
+        if tuple(table.shape) != (words.shape[0], words.shape[1] * 8):
+            raise ValueError(f"radiance: the embedding table tied to {head.prefix or 'lm_head'} "
+                             f"changed shape to {tuple(table.shape)}; the int4 head holds "
+                             f"[{words.shape[0]}, {words.shape[1] * 8}]")
+        _quantize_into(table.data, words, weight_scale.data, method.group_size, method.clip)
+
+    embedding_method = embedding.quant_method
+    original_process = embedding_method.process_weights_after_loading
+
+    def process_weights_after_loading(layer):
+        original_process(layer)
+        requantize(layer.weight)
+
+    embedding_method.process_weights_after_loading = process_weights_after_loading
+
+    def radiance_tied_embedding_loader(param, loaded_weight):
+        loader(param, loaded_weight)
+        requantize(param)
+
+    radiance_tied_embedding_loader._radiance_owner = embedding
+    source.weight_loader = radiance_tied_embedding_loader
 
 
 def _packed_weight_loader(layer, method):
