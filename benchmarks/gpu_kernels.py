@@ -28,8 +28,17 @@ RATIOS_MSE = (1.0, 0.95, 0.9, 0.85, 0.8)
 F32, F16, BF16 = 0, 1, 2
 CLIP_RTN, CLIP_MSE = 0, 1
 # apply variants (hip/gemv_int4.hip): 0 = automatic choice by m
-VARIANTS = {"auto": 0, "vector": 1, "mma1x1": 2, "mma1x2": 3, "mma2x2": 4, "mma1x4": 5, "mma2x4": 6,
-            "mma1x8": 7, "mma2x8": 8, "mma2x1": 9}
+VARIANTS = {"auto": 0, "vector": 1, "mma1x1": 2, "mma1x2": 3, "tile2x2": 13, "tile2x4": 14, "tile2x8": 15,
+            "tile1x8": 16, "stream1s8": 18, "stream2s6": 20, "stream1s12": 21, "streamM2s8": 23, "wgmma": 25}
+# which variants the timing mode tries per m on the first head (the others get "auto" only)
+TIME_VARIANTS = {
+    1: "auto,mma1x1,stream1s8,stream1s12,streamM2s8",
+    4: "auto,mma1x1,stream1s8,stream1s12",
+    8: "auto,mma1x1,stream1s8,stream1s12,streamM2s8",
+    16: "auto,mma1x2,stream2s6,tile2x2,tile2x4",
+    64: "auto,tile2x4,tile2x8,tile1x8,wgmma",
+    256: "auto,tile2x8,wgmma",
+}
 
 
 # --------------------------------------------------------------------------------------------
@@ -38,8 +47,9 @@ VARIANTS = {"auto": 0, "vector": 1, "mma1x1": 2, "mma1x2": 3, "mma2x2": 4, "mma1
 def build(lib, log):
     os.makedirs(os.path.dirname(lib), exist_ok=True)
     srcs = sorted(os.path.join(ROOT, "hip", f) for f in os.listdir(os.path.join(ROOT, "hip")) if f.endswith(".hip"))
-    gencode = ["-gencode=arch=compute_90a,code=sm_90a", "-gencode=arch=compute_80,code=sm_80",
-               "-gencode=arch=compute_80,code=compute_80"]
+    gencode = ["-gencode=arch=compute_90a,code=sm_90a"]
+    if os.environ.get("RADIANCE_BENCH_ALL_ARCHS"):
+        gencode += ["-gencode=arch=compute_80,code=sm_80", "-gencode=arch=compute_80,code=compute_80"]
     objs, procs = [], []
     with open(log, "w") as fh:
         for src in srcs:
@@ -514,13 +524,18 @@ def cmd_time(args):
             return L.quantize(w, 128, clip, packed, scales, stream)
         run_q()
         torch.cuda.synchronize()
-        ts = []
+        ts, te = [], []
         for _ in range(10):
+            e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             t0 = time.perf_counter()
+            e0.record()
             run_q()
+            e1.record()
             ts.append((time.perf_counter() - t0) * 1e6)
-        report(f"quantize ours {cname} {n}x{k} g128 (host wall incl. sync+flag)", float(np.median(ts)), qbytes)
-        # kernel only, by CUDA events around the call is the same thing minus the host overhead
+            torch.cuda.synchronize()
+            te.append(e0.elapsed_time(e1) * 1e3)
+        report(f"quantize ours {cname} {n}x{k} g128 (events: flag memset+kernel+copy)", float(np.median(te)), qbytes)
+        report(f"quantize ours {cname} {n}x{k} g128 (host wall, whole call)", float(np.median(ts)), qbytes)
     if not args.quick:
         for mse in (True, False):
             torch.cuda.synchronize()
@@ -535,9 +550,8 @@ def cmd_time(args):
     ms = (1, 4, 8, 16, 64, 256)
     if args.quick:
         heads = heads[:1]
-    variants = [v for v in args.variants.split(",") if v]
     summary = []
-    for n, k in heads:
+    for hi, (n, k) in enumerate(heads):
         group = 128 if k % 128 == 0 else 64
         int4_bytes = n * k // 2 + n * (k // group) * 2
         bf16_bytes = n * k * 2
@@ -570,6 +584,10 @@ def cmd_time(args):
             out = torch.empty((m, n), dtype=torch.int16, device="cuda")
             res = {}
             it = [0]
+            if args.variants:
+                variants = args.variants.split(",")
+            else:
+                variants = TIME_VARIANTS[m].split(",") if hi == 0 else ["auto"]
 
             def ours(v):
                 def f():
@@ -614,7 +632,7 @@ def cmd_time(args):
     print(f"read roofline {read_bw:.0f} GB/s")
     print(f"{'head':>14} {'m':>4} {'ours':>8} {'variant':>8} {'%roof':>6} {'bf16':>8} {'x':>5} {'fp8':>8} {'x':>5} {'tiny':>8} {'x':>5}")
     for n, k, m, res, nbytes in summary:
-        ours_keys = [v for v in variants if v in res]
+        ours_keys = [v for v in res if v in VARIANTS]
         if not ours_keys:
             continue
         best = min(ours_keys, key=lambda v: res[v])
@@ -656,15 +674,32 @@ def cmd_sass(args):
     flush()
 
 
+def cmd_profile(args):
+    """A few launches to run under ncu (one of each kernel of interest)."""
+    import torch
+    L = Lib(args.lib)
+    stream = torch.cuda.current_stream().cuda_stream
+    n, k = 248320, 5120
+    w = (torch.randn(n, k, device="cuda") * 0.02).to(torch.bfloat16)
+    packed = torch.empty((n, k // 8), dtype=torch.int32, device="cuda")
+    scales = torch.empty((n, k // 128), dtype=torch.int16, device="cuda")
+    L.quantize(w, 128, CLIP_MSE, packed, scales, stream)
+    for m, v in ((1, "stream1s12"), (64, "wgmma"), (64, "tile2x8")):
+        x = torch.randn(m, k, device="cuda").to(torch.bfloat16).view(torch.int16)
+        out = torch.empty((m, n), dtype=torch.int16, device="cuda")
+        L.apply(x, packed, scales, None, 128, out, stream, VARIANTS[v])
+    torch.cuda.synchronize()
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("mode", choices=("build", "check", "time", "refcheck", "sass"))
+    ap.add_argument("mode", choices=("build", "check", "time", "refcheck", "sass", "profile"))
     ap.add_argument("--lib", default=DEFAULT_LIB)
     ap.add_argument("--log", default=os.path.join(ROOT, "build", "nvcc.log"))
     ap.add_argument("--big", action="store_true", help="also check heads whose packed bytes pass 2^31")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--seed", type=int, default=None)
-    ap.add_argument("--variants", default="auto,mma1x1,mma1x2,mma1x4,mma1x8,mma2x2,mma2x4,mma2x8")
+    ap.add_argument("--variants", default="")
     args = ap.parse_args()
     if args.mode == "build":
         build(args.lib, args.log)
@@ -672,6 +707,8 @@ def main():
         cmd_check(args)
     elif args.mode == "time":
         cmd_time(args)
+    elif args.mode == "profile":
+        cmd_profile(args)
     elif args.mode == "sass":
         cmd_sass(args)
     else:

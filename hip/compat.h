@@ -38,6 +38,14 @@ typedef hipError_t rad_error_t;
 #define rad_get_device hipGetDevice
 #define rad_set_device hipSetDevice
 #define RAD_BACKEND_NAME "rocm"
+/* hipMallocAsync needs memory-pool support that older ROCm stacks lack: plain malloc there. */
+#define rad_malloc_async(ptr, size, stream) hipMalloc(ptr, size)
+#define rad_free_async(ptr, stream) hipFree(ptr)
+#define rad_func_set_max_dynamic_smem(func, bytes) \
+    hipFuncSetAttribute((const void *)(func), hipFuncAttributeMaxDynamicSharedMemorySize, (bytes))
+#define rad_occupancy_blocks_per_sm hipOccupancyMaxActiveBlocksPerMultiprocessor
+#define RAD_DEV_ATTR_SM_COUNT hipDeviceAttributeMultiprocessorCount
+#define rad_device_get_attribute hipDeviceGetAttribute
 #else
 typedef cudaStream_t rad_stream_t;
 typedef cudaError_t rad_error_t;
@@ -54,7 +62,23 @@ typedef cudaError_t rad_error_t;
 #define rad_get_device cudaGetDevice
 #define rad_set_device cudaSetDevice
 #define RAD_BACKEND_NAME "cuda"
+#define rad_malloc_async(ptr, size, stream) cudaMallocAsync(ptr, size, stream)
+#define rad_free_async(ptr, stream) cudaFreeAsync(ptr, stream)
+#define rad_func_set_max_dynamic_smem(func, bytes) \
+    cudaFuncSetAttribute((func), cudaFuncAttributeMaxDynamicSharedMemorySize, (bytes))
+#define rad_occupancy_blocks_per_sm cudaOccupancyMaxActiveBlocksPerMultiprocessor
+#define RAD_DEV_ATTR_SM_COUNT cudaDevAttrMultiProcessorCount
+#define rad_device_get_attribute cudaDeviceGetAttribute
 #endif
+
+/* Multiprocessor count of the current device (1 on failure, so grids stay valid). */
+static inline int rad_sm_count(void)
+{
+    int dev = 0, count = 0;
+    if (rad_get_device(&dev) != RAD_SUCCESS) return 1;
+    if (rad_device_get_attribute(&count, RAD_DEV_ATTR_SM_COUNT, dev) != RAD_SUCCESS || count < 1) return 1;
+    return count;
+}
 
 /* Compute capability major.minor * 10 of the current device (NVIDIA), 0 on AMD or on failure. */
 static inline int rad_device_sm(void)
@@ -256,12 +280,67 @@ __device__ __forceinline__ void rad_mma_bf16_m16n8k16(float c[4], const uint32_t
         : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
+/* Asynchronous 16-byte global -> shared copy (L2 only); zero-fills when !valid (no read). */
+__device__ __forceinline__ void rad_cp_async_16(void *smem, const void *gmem, bool valid)
+{
+    const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(s), "l"(gmem), "r"(valid ? 16 : 0)
+                 : "memory");
+}
+__device__ __forceinline__ void rad_cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void rad_cp_async_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
+/* (a & 0x000F000F) | c in one LOP3 (with two immediates the compiler emits two instructions). */
+__device__ __forceinline__ uint32_t rad_nibble_pair_or(uint32_t a, uint32_t c)
+{
+    uint32_t d;
+    asm("lop3.b32 %0, %1, 0x000F000F, %2, 0xEA;" : "=r"(d) : "r"(a), "r"(c));
+    return d;
+}
 /* Two bf16 lanes: a * b + c, one rounding each (exact for the small integers it is used on). */
 __device__ __forceinline__ uint32_t rad_fma_bf16x2(uint32_t a, uint32_t b, uint32_t c)
 {
     uint32_t d;
     asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
     return d;
+}
+#endif
+
+/* Hopper warpgroup MMA (sm_90a only): D(64 x 64, f32) (+)= A(64 x 16 bf16, registers) * B(16 x 64  */
+/* bf16, shared memory, K-major, described by desc).                                           */
+#if defined(RAD_CUDA) && defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define RAD_HAS_WGMMA 1
+__device__ __forceinline__ void rad_wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+__device__ __forceinline__ void rad_wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void rad_wgmma_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory"); }
+__device__ __forceinline__ void rad_fence_proxy_async_smem() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+/* Shared-memory matrix descriptor, no swizzle: lbo = byte stride between core matrices along K,
+ * sbo = byte stride between groups of 8 rows (M/N). */
+__device__ __forceinline__ uint64_t rad_wgmma_desc(const void *smem, uint32_t lbo, uint32_t sbo)
+{
+    const uint32_t addr = (uint32_t)__cvta_generic_to_shared(smem);
+    return (uint64_t)((addr & 0x3FFFF) >> 4) | ((uint64_t)(lbo >> 4) << 16) | ((uint64_t)(sbo >> 4) << 32);
+}
+__device__ __forceinline__ void rad_wgmma_m64n64k16_rs(float d[32], const uint32_t a[4], uint64_t desc, int accumulate)
+{
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+        "{%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(accumulate));
+}
+/* 4-byte asynchronous global -> shared copy (through L1), zero-fill when !valid. */
+__device__ __forceinline__ void rad_cp_async_4(void *smem, const void *gmem, bool valid)
+{
+    const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(s), "l"(gmem), "r"(valid ? 4 : 0) : "memory");
 }
 #endif
 
@@ -294,6 +373,20 @@ __device__ __forceinline__ rad_v4f32 rad_mfma_bf16_16x16x16(rad_v4i16 a, rad_v4i
 }
 #endif
 #endif
+
+/* Lane-wise maximum of two pairs of unsigned 16-bit integers. */
+__device__ __forceinline__ uint32_t rad_max_u16x2(uint32_t a, uint32_t b)
+{
+#if defined(RAD_CUDA) && defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900)
+    uint32_t d;
+    asm("max.u16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+    return d;
+#else
+    const uint32_t lo = (a & 0xffffu) > (b & 0xffffu) ? (a & 0xffffu) : (b & 0xffffu);
+    const uint32_t hi = (a >> 16) > (b >> 16) ? (a >> 16) : (b >> 16);
+    return lo | (hi << 16);
+#endif
+}
 
 /* Unsigned 64-bit atomic minimum (the quantizer's non-finite flag). */
 __device__ __forceinline__ void rad_atomic_min_u64(unsigned long long *p, unsigned long long v)

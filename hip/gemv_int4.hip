@@ -71,7 +71,8 @@ struct Stage {
 #if defined(RAD_HAS_MMA_BF16)
 __device__ __forceinline__ uint32_t dequant_pair(uint32_t w, int shift)
 {
-    const uint32_t biased = ((w >> shift) & 0x000F000Fu) | 0x43004300u; /* bf16 128 + nibble */
+    /* one LOP3: (w >> shift) & 0x000F000F | 0x43004300 is two bf16 values 128 + nibble */
+    const uint32_t biased = rad_nibble_pair_or(w >> shift, 0x43004300u);
     return rad_fma_bf16x2(biased, 0x3F803F80u /* 1, 1 */, 0xC308C308u /* -136, -136 */);
 }
 #endif
@@ -239,6 +240,532 @@ apply_mma_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const int
 }
 
 /* ------------------------------------------------------------------------------------------ */
+/* Matrix path, streaming: the same warp tile (16 rows, 8 * NT tokens) for G >= 128, but the     */
+/* packed words travel through a per-warp ring of S steps in shared memory (cp.async), so many   */
+/* more bytes are in flight per multiprocessor than registers would hold. Each thread reads     */
+/* back only the 32 bytes it copied itself, so no barrier is needed.                             */
+/* ------------------------------------------------------------------------------------------ */
+constexpr int kStreamWarps = 4;
+
+template <int MT, int S>
+struct StreamSmem {
+    static constexpr int bytes = kStreamWarps * S * MT * 2 * 32 * 16;
+};
+
+template <int GROUP, int MT, int NT, int S>
+__global__ void __launch_bounds__(kStreamWarps * 32)
+apply_stream_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const int32_t *__restrict__ packed,
+                    const uint16_t *__restrict__ scales, const uint16_t *__restrict__ bias, int64_t n,
+                    uint16_t *__restrict__ out, int64_t token_chunks)
+{
+#if defined(RAD_HAS_MMA_BF16)
+    static_assert(GROUP >= 128, "one 16-byte copy per row and step");
+    extern __shared__ __align__(16) unsigned char smem[];
+    constexpr int kRows = 2 * MT; /* rows g and g + 8 of each m-tile */
+    const int lane = threadIdx.x & 31;
+    const int warp = threadIdx.x >> 5;
+    const int g = lane >> 2, t = lane & 3;
+    const int64_t chunk = (int64_t)blockIdx.x % token_chunks;
+    const int64_t row_block = (int64_t)blockIdx.x / token_chunks;
+    const int64_t row0 = (row_block * kStreamWarps + warp) * (16 * MT);
+    if (row0 >= n) return; /* whole warp; no block-wide barriers in this kernel */
+    const int64_t tok0 = chunk * (8 * NT);
+    const int64_t kw = k / 8, ng = k / GROUP;
+    const int nsteps = (int)(kw / kStepWords); /* k % 128 == 0 for G >= 128 */
+
+    /* ring slot (stage, row): 32 lanes x 16 bytes, lane-contiguous (conflict-free) */
+    unsigned char *ring = smem + warp * (S * kRows * 32 * 16) + lane * 16;
+    const int32_t *wsrc[kRows];   /* next step to copy into the ring */
+    const uint16_t *srow[kRows];
+#pragma unroll
+    for (int r = 0; r < kRows; r++) {
+        int64_t row = row0 + 16 * (r >> 1) + g + 8 * (r & 1);
+        row = row < n ? row : n - 1; /* rows past the end compute garbage and store nothing */
+        wsrc[r] = packed + row * kw + 4 * t;
+        srow[r] = scales + row * ng;
+    }
+
+    float total[MT][NT][4], acc[MT][NT][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+            for (int c = 0; c < 4; c++) total[mt][nt][c] = acc[mt][nt][c] = 0.0f;
+    const uint16_t *xsrc[NT]; /* next step's activations */
+    bool xvalid[NT];
+#pragma unroll
+    for (int nt = 0; nt < NT; nt++) {
+        const int64_t tok = tok0 + 8 * nt + g;
+        xvalid[nt] = tok < m;
+        xsrc[nt] = x + (xvalid[nt] ? tok : 0) * k + 32 * t;
+    }
+
+    uint16_t sc[S][kRows];
+#pragma unroll
+    for (int p = 0; p < S - 1; p++) {
+        if (p < nsteps) {
+#pragma unroll
+            for (int r = 0; r < kRows; r++) {
+                rad_cp_async_16(ring + (p * kRows + r) * 512, wsrc[r], true);
+                wsrc[r] += kStepWords;
+                sc[p][r] = srow[r][GROUP == 256 ? p / 2 : p];
+            }
+        }
+        rad_cp_async_commit();
+    }
+    /* activations of the current step, loaded one step ahead: 4 words x 16 bytes per token */
+    rad_u32x4 xcur[NT][4];
+#pragma unroll
+    for (int nt = 0; nt < NT; nt++) {
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            xcur[nt][i] = rad_u32x4{0u, 0u, 0u, 0u};
+            if (xvalid[nt]) xcur[nt][i] = rad_load_cached_16(xsrc[nt] + 8 * i);
+        }
+        xsrc[nt] += kStepWords * 8;
+    }
+
+    for (int s0 = 0; s0 < nsteps; s0 += S) {
+#pragma unroll
+        for (int p = 0; p < S; p++) {
+            const int step = s0 + p;
+            if (step >= nsteps) break;
+            {
+                /* refill the slot the previous step has finished with */
+                const int ahead = step + S - 1;
+                const int slot = (p + S - 1) % S;
+                if (ahead < nsteps) {
+#pragma unroll
+                    for (int r = 0; r < kRows; r++) {
+                        rad_cp_async_16(ring + (slot * kRows + r) * 512, wsrc[r], true);
+                        wsrc[r] += kStepWords;
+                        sc[slot][r] = srow[r][GROUP == 256 ? ahead >> 1 : ahead];
+                    }
+                }
+                rad_cp_async_commit();
+            }
+            rad_u32x4 xnext[NT][4];
+            const bool more = step + 1 < nsteps;
+#pragma unroll
+            for (int nt = 0; nt < NT; nt++) {
+#pragma unroll
+                for (int i = 0; i < 4; i++) {
+                    xnext[nt][i] = rad_u32x4{0u, 0u, 0u, 0u};
+                    if (xvalid[nt] && more) xnext[nt][i] = rad_load_cached_16(xsrc[nt] + 8 * i);
+                }
+                xsrc[nt] += kStepWords * 8;
+            }
+            rad_cp_async_wait<S - 1>();
+            uint32_t wv[kRows][4];
+#pragma unroll
+            for (int r = 0; r < kRows; r++) {
+                const uint4 v = *(const uint4 *)(ring + (p * kRows + r) * 512);
+                wv[r][0] = v.x; wv[r][1] = v.y; wv[r][2] = v.z; wv[r][3] = v.w;
+            }
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                uint32_t a_lo[MT][4], a_hi[MT][4];
+#pragma unroll
+                for (int mt = 0; mt < MT; mt++) {
+                    const uint32_t w0 = wv[2 * mt][i], w1 = wv[2 * mt + 1][i];
+                    a_lo[mt][0] = dequant_pair(w0, 0);
+                    a_lo[mt][1] = dequant_pair(w1, 0);
+                    a_lo[mt][2] = dequant_pair(w0, 4);
+                    a_lo[mt][3] = dequant_pair(w1, 4);
+                    a_hi[mt][0] = dequant_pair(w0, 8);
+                    a_hi[mt][1] = dequant_pair(w1, 8);
+                    a_hi[mt][2] = dequant_pair(w0, 12);
+                    a_hi[mt][3] = dequant_pair(w1, 12);
+                }
+#pragma unroll
+                for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+                    for (int mt = 0; mt < MT; mt++) {
+                        rad_mma_bf16_m16n8k16(acc[mt][nt], a_lo[mt], xcur[nt][i].x, xcur[nt][i].y);
+                        rad_mma_bf16_m16n8k16(acc[mt][nt], a_hi[mt], xcur[nt][i].z, xcur[nt][i].w);
+                    }
+            }
+            if (GROUP == 128 || (step & 1) == 1) {
+#pragma unroll
+                for (int mt = 0; mt < MT; mt++) {
+                    const float s_lo = rad_bf16_to_float(sc[p][2 * mt]), s_hi = rad_bf16_to_float(sc[p][2 * mt + 1]);
+#pragma unroll
+                    for (int nt = 0; nt < NT; nt++) {
+                        total[mt][nt][0] += s_lo * acc[mt][nt][0];
+                        total[mt][nt][1] += s_lo * acc[mt][nt][1];
+                        total[mt][nt][2] += s_hi * acc[mt][nt][2];
+                        total[mt][nt][3] += s_hi * acc[mt][nt][3];
+#pragma unroll
+                        for (int c = 0; c < 4; c++) acc[mt][nt][c] = 0.0f;
+                    }
+                }
+            }
+#pragma unroll
+            for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+                for (int i = 0; i < 4; i++) xcur[nt][i] = xnext[nt][i];
+        }
+    }
+    rad_cp_async_wait<0>();
+
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+            for (int c = 0; c < 4; c++) {
+                const int64_t row = row0 + 16 * mt + g + 8 * (c >> 1);
+                const int64_t tok = tok0 + 8 * nt + 2 * t + (c & 1);
+                if (row < n && tok < m) out[tok * n + row] = out_bf16(total[mt][nt][c], bias, row);
+            }
+#endif
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Matrix path, tiled: for more tokens. The activations of a chunk of 4 steps (512 columns) for  */
+/* all 8 * NT tokens of the block are copied to shared memory once (cp.async, double-buffered)  */
+/* and shared by the block's warps, so each warp reads them from there instead of every warp     */
+/* pulling the whole activation matrix through L1/L2. Each warp still owns 16 * MT rows and     */
+/* dequantizes its weights straight from registers into A fragments, as above.                  */
+/* ------------------------------------------------------------------------------------------ */
+constexpr int kTileWarps = 8;
+constexpr int kChunkSteps = 4;
+/* per token in shared memory: kChunkSteps steps of 16 x 16-byte slots, then 64 bytes of padding
+ * so that tokens g and g + 1 fall 16 banks apart (conflict-free 16-byte reads) */
+constexpr int kTokenBytes = kChunkSteps * 256 + 64;
+
+template <int NT>
+struct TileSmem {
+    static constexpr int bytes = 2 * 8 * NT * kTokenBytes;
+};
+
+/* Slot (i * 4 + t) in shared memory of the word at step position pos (inverse of step_word). */
+template <int GROUP>
+__device__ __forceinline__ int slot_of_pos(int pos)
+{
+    int i, t;
+    if (GROUP >= 128) {
+        i = pos & 3; t = pos >> 2;
+    } else if (GROUP == 64) {
+        t = (pos & 7) >> 1; i = (pos & 1) + (pos >= 8 ? 2 : 0);
+    } else {
+        i = pos >> 2; t = pos & 3;
+    }
+    return i * 4 + t;
+}
+
+template <int GROUP, int NT>
+__device__ __forceinline__ void load_x_chunk(unsigned char *buf, const uint16_t *__restrict__ x, int64_t m,
+                                             int64_t k, int64_t tok0, int64_t chunk)
+{
+#if defined(RAD_HAS_MMA_BF16)
+    constexpr int kPieces = 8 * NT * kChunkSteps * 16;
+    const int64_t kw = k / 8;
+    for (int piece = threadIdx.x; piece < kPieces; piece += kTileWarps * 32) {
+        const int tok = piece / (kChunkSteps * 16);
+        const int rem = piece % (kChunkSteps * 16);
+        const int st = rem >> 4, pos = rem & 15;
+        const int64_t word = (chunk * kChunkSteps + st) * kStepWords + pos;
+        const bool valid = tok0 + tok < m && word < kw;
+        const uint16_t *src = valid ? x + (tok0 + tok) * k + word * 8 : x;
+        rad_cp_async_16(buf + tok * kTokenBytes + st * 256 + slot_of_pos<GROUP>(pos) * 16, src, valid);
+    }
+#endif
+}
+
+template <int GROUP, int MT, int NT, int PF>
+__global__ void __launch_bounds__(kTileWarps * 32, 1)
+apply_tile_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const int32_t *__restrict__ packed,
+                  const uint16_t *__restrict__ scales, const uint16_t *__restrict__ bias, int64_t n,
+                  uint16_t *__restrict__ out, int64_t token_chunks)
+{
+#if defined(RAD_HAS_MMA_BF16)
+    static_assert(kChunkSteps % PF == 0, "stage index must be a compile-time constant");
+    extern __shared__ __align__(16) unsigned char smem[];
+    const int lane = threadIdx.x & 31;
+    const int warp = threadIdx.x >> 5;
+    const int g = lane >> 2, t = lane & 3;
+    const int64_t chunk_tok = (int64_t)blockIdx.x % token_chunks;
+    const int64_t row_block = (int64_t)blockIdx.x / token_chunks;
+    /* warps past the last row still take part in the copies and barriers */
+    const int64_t row0 = (row_block * kTileWarps + warp) * (16 * MT);
+    const int64_t tok0 = chunk_tok * (8 * NT);
+    const int64_t kw = k / 8, ng = k / GROUP;
+    const int64_t nsteps = (kw + kStepWords - 1) / kStepWords;
+    const int64_t nchunks = (nsteps + kChunkSteps - 1) / kChunkSteps;
+    constexpr int kBufBytes = 8 * NT * kTokenBytes;
+
+    float total[MT][NT][4], acc[MT][NT][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+            for (int c = 0; c < 4; c++) total[mt][nt][c] = acc[mt][nt][c] = 0.0f;
+
+    load_x_chunk<GROUP, NT>(smem, x, m, k, tok0, 0);
+    rad_cp_async_commit();
+
+    Stage<GROUP, MT> stage[PF];
+#pragma unroll
+    for (int p = 0; p < PF; p++)
+        if (p < nsteps) load_stage<GROUP, MT>(stage[p], packed, scales, row0, n, kw, ng, p, g, t);
+
+    for (int64_t c = 0; c < nchunks; c++) {
+        const unsigned char *buf = smem + (c & 1) * kBufBytes;
+        __syncthreads(); /* everyone is done with the buffer the next copy overwrites */
+        if (c + 1 < nchunks) {
+            load_x_chunk<GROUP, NT>(smem + ((c + 1) & 1) * kBufBytes, x, m, k, tok0, c + 1);
+            rad_cp_async_commit();
+            rad_cp_async_wait<1>();
+        } else {
+            rad_cp_async_wait<0>();
+        }
+        __syncthreads(); /* chunk c is in shared memory for all */
+#pragma unroll
+        for (int st = 0; st < kChunkSteps; st++) {
+            const int64_t step = c * kChunkSteps + st;
+            if (step >= nsteps) break;
+            Stage<GROUP, MT> &sg = stage[st % PF];
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                uint32_t a_lo[MT][4], a_hi[MT][4];
+#pragma unroll
+                for (int mt = 0; mt < MT; mt++) {
+                    const uint32_t w0 = sg.words[mt][0][i], w1 = sg.words[mt][1][i];
+                    a_lo[mt][0] = dequant_pair(w0, 0);
+                    a_lo[mt][1] = dequant_pair(w1, 0);
+                    a_lo[mt][2] = dequant_pair(w0, 4);
+                    a_lo[mt][3] = dequant_pair(w1, 4);
+                    a_hi[mt][0] = dequant_pair(w0, 8);
+                    a_hi[mt][1] = dequant_pair(w1, 8);
+                    a_hi[mt][2] = dequant_pair(w0, 12);
+                    a_hi[mt][3] = dequant_pair(w1, 12);
+                }
+#pragma unroll
+                for (int nt = 0; nt < NT; nt++) {
+                    const uint4 xv = *(const uint4 *)(buf + (8 * nt + g) * kTokenBytes + st * 256 + (i * 4 + t) * 16);
+#pragma unroll
+                    for (int mt = 0; mt < MT; mt++) {
+                        rad_mma_bf16_m16n8k16(acc[mt][nt], a_lo[mt], xv.x, xv.y);
+                        rad_mma_bf16_m16n8k16(acc[mt][nt], a_hi[mt], xv.z, xv.w);
+                    }
+                }
+                if (group_ends_after<GROUP>(i) && (GROUP != 256 || (step & 1) == 1)) {
+                    const int j = GROUP >= 128 ? 0 : (GROUP == 64 ? i >> 1 : i);
+#pragma unroll
+                    for (int mt = 0; mt < MT; mt++) {
+                        const float s_lo = sg.scale[mt][0][j], s_hi = sg.scale[mt][1][j];
+#pragma unroll
+                        for (int nt = 0; nt < NT; nt++) {
+                            total[mt][nt][0] += s_lo * acc[mt][nt][0];
+                            total[mt][nt][1] += s_lo * acc[mt][nt][1];
+                            total[mt][nt][2] += s_hi * acc[mt][nt][2];
+                            total[mt][nt][3] += s_hi * acc[mt][nt][3];
+#pragma unroll
+                            for (int q = 0; q < 4; q++) acc[mt][nt][q] = 0.0f;
+                        }
+                    }
+                }
+            }
+            if (step + PF < nsteps) load_stage<GROUP, MT>(sg, packed, scales, row0, n, kw, ng, step + PF, g, t);
+        }
+    }
+
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++) {
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++) {
+#pragma unroll
+            for (int q = 0; q < 4; q++) {
+                const int64_t row = row0 + 16 * mt + g + 8 * (q >> 1);
+                const int64_t tok = tok0 + 8 * nt + 2 * t + (q & 1);
+                if (row < n && tok < m) out[tok * n + row] = out_bf16(total[mt][nt][q], bias, row);
+            }
+        }
+    }
+#endif
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Matrix path, Hopper (sm_90a), G = 128: wgmma m64n64k16 with A = the dequantized weights in   */
+/* registers (a warpgroup's 4 warps hold 64 rows; the per-warp fragment is the mma.sync one, so  */
+/* the dequantization is unchanged) and B = 64 tokens of activations in shared memory. The       */
+/* activations of 4 steps are staged by cp.async in the order the weight fragments need (each   */
+/* 4-byte pair to the k-slot its weight sits in), double-buffered. Each group of 8 wgmmas (one  */
+/* step = one group) accumulates into one of two register sets while the other set is scaled    */
+/* into the fp32 total, so the scaling overlaps the tensor cores.                                */
+/* ------------------------------------------------------------------------------------------ */
+constexpr int kWgWarps = 8;           /* two warpgroups: 128 rows per block */
+constexpr int kWgTokens = 64;
+constexpr int kWgChunkSteps = 4;
+constexpr int kWgSliceBytes = kWgTokens * 16 * 2; /* one k16 slice for 64 tokens: 2 KB */
+constexpr int kWgBufBytes = kWgChunkSteps * 8 * kWgSliceBytes; /* 8 slices (4 words x lo/hi) a step */
+constexpr int kWgSmem = 2 * kWgBufBytes;
+
+__device__ __forceinline__ void wg_load_x_chunk(unsigned char *buf, const uint16_t *__restrict__ x, int64_t m, int64_t k,
+                                                int64_t tok0, int chunk, int nsteps)
+{
+#if defined(RAD_HAS_WGMMA)
+    /* piece = (token, step, pair): 4 bytes = 2 columns; the pair p of word pos lands in slice
+     * (i = pos & 3, lo/hi = p >> 1), k-chunk p & 1, slot 2t (t = pos >> 2) */
+    constexpr int kPieces = kWgTokens * kWgChunkSteps * 64;
+    for (int piece = threadIdx.x; piece < kPieces; piece += kWgWarps * 32) {
+        const int tok = piece / (kWgChunkSteps * 64);
+        const int rem = piece % (kWgChunkSteps * 64);
+        const int st = rem >> 6, col = rem & 63; /* col: pair index inside the step (128 columns) */
+        const int pos = col >> 2, pr = col & 3;
+        const int step = chunk * kWgChunkSteps + st;
+        const bool valid = tok0 + tok < m && step < nsteps;
+        const uint16_t *src = valid ? x + (tok0 + tok) * k + (int64_t)step * 128 + 2 * col : x;
+        const int i = pos & 3, t = pos >> 2;
+        const int slice = st * 8 + i * 2 + (pr >> 1);
+        unsigned char *dst = buf + slice * kWgSliceBytes + (tok >> 3) * 256 + (pr & 1) * 128 + (tok & 7) * 16 + t * 4;
+        rad_cp_async_4(dst, src, valid);
+    }
+#endif
+}
+
+#if defined(RAD_HAS_WGMMA)
+/* One step (one group of 128 columns) on register set B: dequantize, 8 wgmmas into acc, then
+ * scale the previous step's finished accumulators (acc_prev) into the total. */
+template <int B>
+__device__ __forceinline__ void wg_step(int step, int st, int nsteps, const unsigned char *buf,
+                                        uint32_t (&wnext)[2][2][4], float (&snext)[2][2], uint32_t (&afrag)[8][4],
+                                        float (&acc)[32], float (&acc_prev)[32], float (&total)[32], float (&sprev)[2],
+                                        const int32_t *wlo, const int32_t *whi, const uint16_t *slo,
+                                        const uint16_t *shi)
+{
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        const uint32_t w0 = wnext[B][0][i], w1 = wnext[B][1][i];
+        afrag[2 * i][0] = dequant_pair(w0, 0);
+        afrag[2 * i][1] = dequant_pair(w1, 0);
+        afrag[2 * i][2] = dequant_pair(w0, 4);
+        afrag[2 * i][3] = dequant_pair(w1, 4);
+        afrag[2 * i + 1][0] = dequant_pair(w0, 8);
+        afrag[2 * i + 1][1] = dequant_pair(w1, 8);
+        afrag[2 * i + 1][2] = dequant_pair(w0, 12);
+        afrag[2 * i + 1][3] = dequant_pair(w1, 12);
+    }
+    const float s_lo = snext[B][0], s_hi = snext[B][1];
+    /* fetch the words of step + 2 into the registers just freed */
+    if (step + 2 < nsteps) {
+        const rad_u32x4 a = rad_load_stream_16(wlo + (int64_t)(step + 2) * kStepWords);
+        const rad_u32x4 b = rad_load_stream_16(whi + (int64_t)(step + 2) * kStepWords);
+        wnext[B][0][0] = a.x; wnext[B][0][1] = a.y; wnext[B][0][2] = a.z; wnext[B][0][3] = a.w;
+        wnext[B][1][0] = b.x; wnext[B][1][1] = b.y; wnext[B][1][2] = b.z; wnext[B][1][3] = b.w;
+        snext[B][0] = rad_bf16_to_float(slo[step + 2]);
+        snext[B][1] = rad_bf16_to_float(shi[step + 2]);
+    }
+    rad_wgmma_fence();
+#pragma unroll
+    for (int sl = 0; sl < 8; sl++) {
+        const uint64_t desc = rad_wgmma_desc(buf + (st * 8 + sl) * kWgSliceBytes, 128, 256);
+        rad_wgmma_m64n64k16_rs(acc, afrag[sl], desc, sl > 0);
+    }
+    rad_wgmma_commit();
+    /* the previous step's group is done once at most this one is in flight */
+    rad_wgmma_wait<1>();
+    if (step > 0) {
+#pragma unroll
+        for (int r = 0; r < 32; r++) total[r] += ((r & 2) ? sprev[1] : sprev[0]) * acc_prev[r];
+    }
+    sprev[0] = s_lo;
+    sprev[1] = s_hi;
+}
+#endif
+
+__global__ void __launch_bounds__(kWgWarps * 32, 1)
+apply_wgmma_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const int32_t *__restrict__ packed,
+                   const uint16_t *__restrict__ scales, const uint16_t *__restrict__ bias, int64_t n,
+                   uint16_t *__restrict__ out, int64_t token_chunks)
+{
+#if defined(RAD_HAS_WGMMA)
+    extern __shared__ __align__(16) unsigned char smem[];
+    const int lane = threadIdx.x & 31;
+    const int warp = threadIdx.x >> 5;
+    const int g = lane >> 2, t = lane & 3;
+    const int64_t chunk_tok = (int64_t)blockIdx.x % token_chunks;
+    const int64_t row_block = (int64_t)blockIdx.x / token_chunks;
+    const int64_t row0 = row_block * (16 * kWgWarps) + warp * 16; /* this warp's 16 rows */
+    const int64_t tok0 = chunk_tok * kWgTokens;
+    const int64_t kw = k / 8, ng = k / 128;
+    const int nsteps = (int)(kw / kStepWords);
+    const int nchunks = (nsteps + kWgChunkSteps - 1) / kWgChunkSteps;
+
+    int64_t rlo = row0 + g, rhi = row0 + g + 8;
+    rlo = rlo < n ? rlo : n - 1; /* rows past the end compute garbage and store nothing */
+    rhi = rhi < n ? rhi : n - 1;
+    const int32_t *wlo = packed + rlo * kw + 4 * t, *whi = packed + rhi * kw + 4 * t;
+    const uint16_t *slo = scales + rlo * ng, *shi = scales + rhi * ng;
+
+    float total[32], acc0[32], acc1[32];
+#pragma unroll
+    for (int r = 0; r < 32; r++) total[r] = acc0[r] = acc1[r] = 0.0f;
+
+    wg_load_x_chunk(smem, x, m, k, tok0, 0, nsteps);
+    rad_cp_async_commit();
+
+    /* weights of the next two steps in registers */
+    uint32_t wnext[2][2][4];
+    float snext[2][2];
+#pragma unroll
+    for (int p = 0; p < 2; p++) {
+        if (p < nsteps) {
+            const rad_u32x4 a = rad_load_stream_16(wlo + p * kStepWords);
+            const rad_u32x4 b = rad_load_stream_16(whi + p * kStepWords);
+            wnext[p][0][0] = a.x; wnext[p][0][1] = a.y; wnext[p][0][2] = a.z; wnext[p][0][3] = a.w;
+            wnext[p][1][0] = b.x; wnext[p][1][1] = b.y; wnext[p][1][2] = b.z; wnext[p][1][3] = b.w;
+            snext[p][0] = rad_bf16_to_float(slo[p]);
+            snext[p][1] = rad_bf16_to_float(shi[p]);
+        }
+    }
+    uint32_t afrag[2][8][4];
+    float sprev[2] = {0.0f, 0.0f};
+
+    for (int c = 0; c < nchunks; c++) {
+        const unsigned char *buf = smem + (c & 1) * kWgBufBytes;
+        rad_cp_async_wait<0>();
+        rad_fence_proxy_async_smem();
+        __syncthreads(); /* chunk c is in shared memory */
+#pragma unroll
+        for (int st = 0; st < kWgChunkSteps; st += 2) {
+            const int step = c * kWgChunkSteps + st;
+            if (step >= nsteps) break;
+            wg_step<0>(step, st, nsteps, buf, wnext, snext, afrag[0], acc0, acc1, total, sprev, wlo, whi, slo, shi);
+            if (st == 0) {
+                /* everyone's wgmmas of the previous chunk are complete: refill that buffer */
+                __syncthreads();
+                if (c + 1 < nchunks) wg_load_x_chunk(smem + ((c + 1) & 1) * kWgBufBytes, x, m, k, tok0, c + 1, nsteps);
+                rad_cp_async_commit();
+            }
+            if (step + 1 >= nsteps) break;
+            wg_step<1>(step + 1, st + 1, nsteps, buf, wnext, snext, afrag[1], acc1, acc0, total, sprev, wlo, whi, slo,
+                       shi);
+        }
+    }
+    rad_wgmma_wait<0>();
+    /* the last step's group (steps alternate register sets; kWgChunkSteps is even) */
+    if ((nsteps - 1) & 1) {
+#pragma unroll
+        for (int r = 0; r < 32; r++) total[r] += ((r & 2) ? sprev[1] : sprev[0]) * acc1[r];
+    } else {
+#pragma unroll
+        for (int r = 0; r < 32; r++) total[r] += ((r & 2) ? sprev[1] : sprev[0]) * acc0[r];
+    }
+
+#pragma unroll
+    for (int r = 0; r < 32; r++) {
+        const int64_t row = row0 + g + 8 * ((r >> 1) & 1);
+        const int64_t tok = tok0 + 8 * (r >> 2) + 2 * t + (r & 1);
+        if (row < n && tok < m) out[tok * n + row] = out_bf16(total[r], bias, row);
+    }
+#endif
+}
+
+/* ------------------------------------------------------------------------------------------ */
 /* Vector path                                                                                 */
 /* ------------------------------------------------------------------------------------------ */
 constexpr int kVecThreads = 256;
@@ -340,6 +867,105 @@ rad_error_t launch_mma(const Args &a)
     return rad_get_last_error();
 }
 
+template <int GROUP, int MT, int NT, int PF>
+rad_error_t launch_tile(const Args &a)
+{
+    const int64_t rows_per_block = 16 * MT * kTileWarps;
+    const int64_t row_blocks = (a.n + rows_per_block - 1) / rows_per_block;
+    const int64_t chunks = (a.m + 8 * NT - 1) / (8 * NT);
+    const int64_t blocks = row_blocks * chunks;
+    if (blocks > 0x7fffffffLL) return (rad_error_t)RADIANCE_GPU_EINVAL;
+    const int smem = TileSmem<NT>::bytes;
+    void (*kernel)(const uint16_t *, int64_t, int64_t, const int32_t *, const uint16_t *, const uint16_t *, int64_t,
+                   uint16_t *, int64_t) = apply_tile_kernel<GROUP, MT, NT, PF>;
+    rad_error_t err = rad_func_set_max_dynamic_smem(kernel, smem);
+    if (err != RAD_SUCCESS) return err;
+    kernel<<<(unsigned)blocks, kTileWarps * 32, smem, a.stream>>>(
+        a.x, a.m, a.k, a.packed, a.scales, a.bias, a.n, a.out, chunks);
+    return rad_get_last_error();
+}
+
+template <int MT, int NT, int PF>
+rad_error_t launch_tile_group(const Args &a)
+{
+    switch (a.group) {
+    case 32: return launch_tile<32, MT, NT, PF>(a);
+    case 64: return launch_tile<64, MT, NT, PF>(a);
+    case 128: return launch_tile<128, MT, NT, PF>(a);
+    default: return launch_tile<256, MT, NT, PF>(a);
+    }
+}
+
+template <int MT, int NT, int PF>
+rad_error_t launch_mma_group(const Args &a);
+template <int MT, int NT, int PF>
+rad_error_t launch_tile_group(const Args &a);
+
+/* Whether this build holds the wgmma kernel (an sm_90a binary) for the current device: the body is
+ * compiled only for sm_90a, so an empty stand-in (a plain sm_90 build) uses almost no registers. */
+bool wgmma_available(void)
+{
+    static int cache[64];
+    int dev = 0;
+    if (rad_get_device(&dev) != RAD_SUCCESS || dev < 0 || dev >= 64) return false;
+    if (cache[dev] == 0) {
+        int ok = 0;
+#if defined(RAD_CUDA)
+        if (rad_device_sm() == 90) {
+            cudaFuncAttributes attr;
+            if (cudaFuncGetAttributes(&attr, apply_wgmma_kernel) == cudaSuccess && attr.numRegs >= 64) ok = 1;
+            else (void)cudaGetLastError();
+        }
+#endif
+        cache[dev] = ok ? 1 : 2;
+    }
+    return cache[dev] == 1;
+}
+
+rad_error_t launch_wgmma(const Args &a)
+{
+    if (a.group != 128 || !wgmma_available()) return launch_tile_group<2, 8, 2>(a);
+    const int64_t rows_per_block = 16 * kWgWarps;
+    const int64_t row_blocks = (a.n + rows_per_block - 1) / rows_per_block;
+    const int64_t chunks = (a.m + kWgTokens - 1) / kWgTokens;
+    const int64_t blocks = row_blocks * chunks;
+    if (blocks > 0x7fffffffLL) return (rad_error_t)RADIANCE_GPU_EINVAL;
+    rad_error_t err = rad_func_set_max_dynamic_smem(apply_wgmma_kernel, kWgSmem);
+    if (err != RAD_SUCCESS) return err;
+    apply_wgmma_kernel<<<(unsigned)blocks, kWgWarps * 32, kWgSmem, a.stream>>>(a.x, a.m, a.k, a.packed, a.scales,
+                                                                              a.bias, a.n, a.out, chunks);
+    return rad_get_last_error();
+}
+
+template <int GROUP, int MT, int NT, int S>
+rad_error_t launch_stream(const Args &a)
+{
+    const int64_t rows_per_block = 16 * MT * kStreamWarps;
+    const int64_t row_blocks = (a.n + rows_per_block - 1) / rows_per_block;
+    const int64_t chunks = (a.m + 8 * NT - 1) / (8 * NT);
+    const int64_t blocks = row_blocks * chunks;
+    if (blocks > 0x7fffffffLL) return (rad_error_t)RADIANCE_GPU_EINVAL;
+    const int smem = StreamSmem<MT, S>::bytes;
+    void (*kernel)(const uint16_t *, int64_t, int64_t, const int32_t *, const uint16_t *, const uint16_t *, int64_t,
+                   uint16_t *, int64_t) = apply_stream_kernel<GROUP, MT, NT, S>;
+    rad_error_t err = rad_func_set_max_dynamic_smem(kernel, smem);
+    if (err != RAD_SUCCESS) return err;
+    kernel<<<(unsigned)blocks, kStreamWarps * 32, smem, a.stream>>>(a.x, a.m, a.k, a.packed, a.scales, a.bias, a.n,
+                                                                    a.out, chunks);
+    return rad_get_last_error();
+}
+
+/* The streaming kernel takes G >= 128; smaller groups fall back to the register-pipelined one. */
+template <int MT, int NT, int S>
+rad_error_t launch_stream_group(const Args &a)
+{
+    switch (a.group) {
+    case 128: return launch_stream<128, MT, NT, S>(a);
+    case 256: return launch_stream<256, MT, NT, S>(a);
+    default: return launch_mma_group<1, NT, 4>(a);
+    }
+}
+
 template <int MT, int NT, int PF>
 rad_error_t launch_mma_group(const Args &a)
 {
@@ -374,7 +1000,23 @@ enum {
     kMma1x8 = 7,
     kMma2x8 = 8,
     kMma2x1 = 9,
-    kVariants = 10
+    kMma1x1p8 = 10,
+    kMma1x2p8 = 11,
+    kTile1x2 = 12,
+    kTile2x2 = 13,
+    kTile2x4 = 14,
+    kTile2x8 = 15,
+    kTile1x8 = 16,
+    kTile1x4 = 17,
+    kStream1s8 = 18,
+    kStream1s6 = 19,
+    kStream2s6 = 20,
+    kStream1s12 = 21,
+    kStreamM2s6 = 22,
+    kStreamM2s8 = 23,
+    kStreamM2n2s6 = 24,
+    kWgmma = 25,
+    kVariants = 26
 };
 
 int device_sm_cached(void)
@@ -391,22 +1033,25 @@ rad_error_t dispatch(const Args &a, int variant)
     const bool has_mma = device_sm_cached() >= 80;
     if (variant == kAuto) {
         if (!has_mma) variant = kVector;
-        else if (a.m <= 8) variant = kMma1x1;
-        else if (a.m <= 16) variant = kMma1x2;
-        else if (a.m <= 32) variant = kMma1x4;
-        else variant = kMma1x8;
+        else if (a.m <= 8) variant = kStream1s12;
+        else if (a.m <= 16) variant = kTile2x2;
+        else if (a.m <= 32) variant = kTile2x4;
+        else variant = kWgmma;
     }
     if (variant != kVector && !has_mma) return (rad_error_t)RADIANCE_GPU_EINVAL;
     switch (variant) {
     case kVector: return launch_vector(a);
     case kMma1x1: return launch_mma_group<1, 1, 4>(a);
     case kMma1x2: return launch_mma_group<1, 2, 4>(a);
-    case kMma2x2: return launch_mma_group<2, 2, 2>(a);
-    case kMma1x4: return launch_mma_group<1, 4, 2>(a);
-    case kMma2x4: return launch_mma_group<2, 4, 2>(a);
-    case kMma1x8: return launch_mma_group<1, 8, 2>(a);
-    case kMma2x8: return launch_mma_group<2, 8, 1>(a);
-    case kMma2x1: return launch_mma_group<2, 1, 2>(a);
+    case kTile2x2: return launch_tile_group<2, 2, 2>(a);
+    case kTile2x4: return launch_tile_group<2, 4, 2>(a);
+    case kTile2x8: return launch_tile_group<2, 8, 2>(a);
+    case kTile1x8: return launch_tile_group<1, 8, 4>(a);
+    case kStream1s8: return launch_stream_group<1, 1, 8>(a);
+    case kStream2s6: return launch_stream_group<1, 2, 6>(a);
+    case kStream1s12: return launch_stream_group<1, 1, 12>(a);
+    case kStreamM2s8: return launch_stream_group<2, 1, 8>(a);
+    case kWgmma: return launch_wgmma(a);
     default: return (rad_error_t)RADIANCE_GPU_EINVAL;
     }
 }

@@ -2,11 +2,12 @@
  * quantize.hip - int4 group quantization of a weight matrix on the GPU, bit-identical to the CPU
  * rule in csrc/ (see DESIGN.md): one pass over the weight, every clip ratio tried in registers.
  *
- * One thread per packed word (8 consecutive columns). The words of one group (group_size / 8 of
- * them, 4..32) sit in consecutive lanes of one warp, so the group's amax and the squared-error
- * tree are shuffle-xor reductions inside that lane segment, in exactly the CPU's order:
- * per word e0 + e1 + ... + e7 left to right, then p[i] += p[i + h] for h = G/16, G/32, ..., 1
- * (lane i and lane i^h add the same two numbers, and a + b == b + a bitwise).
+ * One thread per two packed words (8 consecutive columns each): words i and i + G/16 of a group.
+ * The G/16 threads of one group (2..16) sit in consecutive lanes of one warp, so the group's amax
+ * and the squared-error tree are shuffle-xor reductions inside that lane segment, in exactly the
+ * CPU's order: per word e0 + e1 + ... + e7 left to right, then p[i] += p[i + h] for h = G/16
+ * (inside the thread), G/32, ..., 1 (lane i and lane i^h add the same two numbers, and
+ * a + b == b + a bitwise).
  */
 #include "compat.h"
 #include "radiance_gpu.h"
@@ -15,46 +16,6 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr float kRoundMagic = 12582912.0f; /* 1.5 * 2^23: x + M - M == rint(x) for |x| < 2^22 */
-
-/* Load the 8 weights of word `word` as fp32 (exact conversions). */
-template <int DTYPE, bool VEC>
-__device__ __forceinline__ void load_word(const void *w, int64_t word, float v[8])
-{
-    if (DTYPE == RADIANCE_F32) {
-        const float *p = (const float *)w + word * 8;
-        if (VEC) {
-            const rad_u32x4 a = rad_load_stream_16(p);
-            const rad_u32x4 b = rad_load_stream_16(p + 4);
-            v[0] = rad_bits_to_float(a.x); v[1] = rad_bits_to_float(a.y);
-            v[2] = rad_bits_to_float(a.z); v[3] = rad_bits_to_float(a.w);
-            v[4] = rad_bits_to_float(b.x); v[5] = rad_bits_to_float(b.y);
-            v[6] = rad_bits_to_float(b.z); v[7] = rad_bits_to_float(b.w);
-        } else {
-#pragma unroll
-            for (int e = 0; e < 8; e++) v[e] = p[e];
-        }
-    } else {
-        const uint16_t *p = (const uint16_t *)w + word * 8;
-        uint32_t u[4];
-        if (VEC) {
-            const rad_u32x4 a = rad_load_stream_16(p);
-            u[0] = a.x; u[1] = a.y; u[2] = a.z; u[3] = a.w;
-        } else {
-#pragma unroll
-            for (int i = 0; i < 4; i++) u[i] = (uint32_t)p[2 * i] | ((uint32_t)p[2 * i + 1] << 16);
-        }
-#pragma unroll
-        for (int i = 0; i < 4; i++) {
-            if (DTYPE == RADIANCE_BF16) {
-                v[2 * i] = rad_bits_to_float(u[i] << 16);
-                v[2 * i + 1] = rad_bits_to_float(u[i] & 0xffff0000u);
-            } else {
-                v[2 * i] = rad_half_to_float((uint16_t)(u[i] & 0xffffu));
-                v[2 * i + 1] = rad_half_to_float((uint16_t)(u[i] >> 16));
-            }
-        }
-    }
-}
 
 /* Candidate ratio R (index into 1.0, 0.95, 0.9, 0.85, 0.8): c_r = (float)(r / 7.0) in double. */
 template <int R>
@@ -77,13 +38,10 @@ __device__ __forceinline__ float group_scale(float amax, float c)
 }
 
 /*
- * q[e] = clamp(rint(v[e] / sf), -8, 7) for ratio R.
- *
- * Fast path: t = v * RN(1/sf) is within 2e-6 of RN(v / sf) (|t| < 9), so rint(t) is the CPU's
- * answer unless t lies within 2e-5 of a half-integer; then the 8 elements are redone with the
- * correctly rounded division. The clamp is applied to t before rounding, which gives the same
- * result because -8 and 7 are integers and rounding is monotone. Clamps that cannot bind are
- * left out: |v / sf| <= 7 / r * (1 + 2^-8), i.e. < 7.39 for r >= 0.95 and > -8.5 for r >= 0.85.
+ * Clamps that cannot bind are left out: |w / sf| <= 7 / r * (1 + 2^-8), i.e. < 7.39 for
+ * r >= 0.95 (no clamp), < 8.5 in magnitude with rint(-8.25) = -8 for r = 0.9 and 0.85 (upper
+ * clamp only), both clamps for 0.8. Clamping before rounding is the same as after, because -8 and
+ * 7 are integers and rounding is monotone.
  */
 template <int R>
 __device__ __forceinline__ float clamp_for_ratio(float t)
@@ -93,135 +51,254 @@ __device__ __forceinline__ float clamp_for_ratio(float t)
     return t;
 }
 
-template <int R>
-__device__ __forceinline__ void quantize_word(const float v[8], float sf, float q[8])
+/* Words per thread: a thread holds words i and i + G/16 of its group, so the first level of the
+ * error tree (p[i] + p[i + G/16]) is inside the thread and the per-ratio work of one lane (the
+ * scale, its reciprocal, the shuffles) is shared by 16 weights. */
+constexpr int kWords = 2;
+constexpr int kElems = 8 * kWords;
+
+/*
+ * For ratio R: s[e] = rint(clamp(RN(v[e] / sf))) + M, and the group's squared error in the CPU's
+ * order. RN(v / sf) is computed without a division: q0 = RN(v * y) with y = RN(1 / sf), then one
+ * Markstein step q0 + (v - sf * q0) * y (the residual is exact in an fma) gives the correctly
+ * rounded quotient, ties and all. Adding and subtracting M = 1.5 * 2^23 rounds to an integer
+ * (half to even) and leaves q in the low bits of s.
+ */
+template <int GROUP, int R>
+__device__ __forceinline__ float try_scale(const float v[kElems], float sf, float s[kElems])
 {
-    const float inv = rad_div_rn(1.0f, sf);
-    float worst = 0.0f;
+    const float y = rad_div_rn(1.0f, sf);
+    float p[kWords];
 #pragma unroll
-    for (int e = 0; e < 8; e++) {
-        const float t = clamp_for_ratio<R>(rad_mul_rn(v[e], inv));
-        q[e] = rad_sub_rn(rad_add_rn(t, kRoundMagic), kRoundMagic);
-        worst = fmaxf(worst, fabsf(rad_sub_rn(t, q[e])));
+    for (int e = 0; e < kElems; e++) {
+        const float q0 = rad_mul_rn(v[e], y);
+        const float r = rad_fma_rn(-sf, q0, v[e]);
+        const float quo = clamp_for_ratio<R>(rad_fma_rn(r, y, q0));
+        s[e] = rad_add_rn(quo, kRoundMagic);
+        const float q = rad_sub_rn(s[e], kRoundMagic);
+        /* q * sf is exact (4-bit by 8-bit significands), so the fused form rounds once, at the
+         * subtraction, exactly like the CPU's separate multiply and subtract. */
+        const float d = rad_fma_rn(q, sf, -v[e]);
+        const float sq = rad_mul_rn(d, d);
+        p[e / 8] = (e % 8) == 0 ? sq : rad_add_rn(p[e / 8], sq);
     }
-    if (worst > 0.49998f) {
+    float err = rad_add_rn(p[0], p[1]);
 #pragma unroll
-        for (int e = 0; e < 8; e++) {
-            const float t = clamp_for_ratio<R>(rad_div_rn(v[e], sf));
-            q[e] = rad_sub_rn(rad_add_rn(t, kRoundMagic), kRoundMagic);
+    for (int h = GROUP / 32; h >= 1; h /= 2) err = rad_add_rn(err, rad_shfl_xor(err, h));
+    return err;
+}
+
+template <int GROUP, int R>
+__device__ __forceinline__ void try_ratio(const float v[kElems], float amax, float &best_err, float &best_sf,
+                                          float best_s[kElems])
+{
+    const float sf = group_scale(amax, clip_coefficient<R>());
+    float s[kElems];
+    const float err = try_scale<GROUP, R>(v, sf, s);
+    const bool better = err < best_err; /* strictly: on a tie the earlier ratio stays */
+    best_err = better ? err : best_err;
+    best_sf = better ? sf : best_sf;
+#pragma unroll
+    for (int e = 0; e < kElems; e++) best_s[e] = better ? s[e] : best_s[e];
+}
+
+/* The raw bits of one thread's weights: 16 bytes a word for 16-bit types, 32 for fp32. */
+template <int DTYPE>
+struct Raw {
+    uint32_t u[kWords][DTYPE == RADIANCE_F32 ? 8 : 4];
+};
+
+template <int DTYPE, bool VEC>
+__device__ __forceinline__ void load_word_raw(const void *w, int64_t word, uint32_t *u)
+{
+    if (DTYPE == RADIANCE_F32) {
+        const uint32_t *p = (const uint32_t *)w + word * 8;
+        if (VEC) {
+            const rad_u32x4 a = rad_load_stream_16(p);
+            const rad_u32x4 b = rad_load_stream_16(p + 4);
+            u[0] = a.x; u[1] = a.y; u[2] = a.z; u[3] = a.w;
+            u[4] = b.x; u[5] = b.y; u[6] = b.z; u[7] = b.w;
+        } else {
+#pragma unroll
+            for (int e = 0; e < 8; e++) u[e] = p[e];
+        }
+    } else {
+        const uint16_t *p = (const uint16_t *)w + word * 8;
+        if (VEC) {
+            const rad_u32x4 a = rad_load_stream_16(p);
+            u[0] = a.x; u[1] = a.y; u[2] = a.z; u[3] = a.w;
+        } else {
+#pragma unroll
+            for (int i = 0; i < 4; i++) u[i] = (uint32_t)p[2 * i] | ((uint32_t)p[2 * i + 1] << 16);
         }
     }
 }
 
-/* Squared error of one group for ratio R, in the CPU's summation order (see the file comment). */
-template <int GROUP, int R>
-__device__ __forceinline__ float group_error(const float v[8], float sf, const float q[8])
+template <int DTYPE>
+__device__ __forceinline__ void word_to_float(const uint32_t *u, float *v)
 {
-    float p = 0.0f;
+    if (DTYPE == RADIANCE_F32) {
 #pragma unroll
-    for (int e = 0; e < 8; e++) {
-        /* q * sf is exact (4-bit by 8-bit significands), so the fused form rounds once, at the
-         * subtraction, exactly like the CPU's separate multiply and subtract. */
-        const float d = rad_fma_rn(q[e], sf, -v[e]);
-        const float sq = rad_mul_rn(d, d);
-        p = e == 0 ? sq : rad_add_rn(p, sq);
+        for (int e = 0; e < 8; e++) v[e] = rad_bits_to_float(u[e]);
+    } else {
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            if (DTYPE == RADIANCE_BF16) {
+                v[2 * i] = rad_bits_to_float(u[i] << 16);
+                v[2 * i + 1] = rad_bits_to_float(u[i] & 0xffff0000u);
+            } else {
+                v[2 * i] = rad_half_to_float((uint16_t)(u[i] & 0xffffu));
+                v[2 * i + 1] = rad_half_to_float((uint16_t)(u[i] >> 16));
+            }
+        }
     }
-#pragma unroll
-    for (int h = GROUP / 16; h >= 1; h /= 2) p = rad_add_rn(p, rad_shfl_xor(p, h));
-    return p;
 }
 
-template <int GROUP, int R>
-__device__ __forceinline__ void try_ratio(const float v[8], float amax, float &best_err, float &best_sf,
-                                          float best_q[8])
+/* First word of this thread (the second is G/16 words later) for tile `tile`. */
+template <int GROUP>
+__device__ __forceinline__ int64_t first_word(int64_t tile)
 {
-    const float sf = group_scale(amax, clip_coefficient<R>());
-    float q[8];
-    quantize_word<R>(v, sf, q);
-    const float err = group_error<GROUP, R>(v, sf, q);
-    if (err < best_err) {
-        best_err = err;
-        best_sf = sf;
+    constexpr int kLanesPerGroup = GROUP / 16;
+    return tile * (kThreads * kWords) + (threadIdx.x / kLanesPerGroup) * (GROUP / 8) + threadIdx.x % kLanesPerGroup;
+}
+
+/*
+ * amax of the thread's weights, straight from their bits: for finite values the order of the
+ * magnitude bits is the order of the magnitudes, and Inf/NaN sort above every finite value, so one
+ * integer maximum gives both the amax and the non-finite flag.
+ */
+template <int DTYPE>
+__device__ __forceinline__ float raw_amax(const Raw<DTYPE> &r, bool &nonfinite)
+{
+    if (DTYPE == RADIANCE_F32) {
+        uint32_t m = 0;
 #pragma unroll
-        for (int e = 0; e < 8; e++) best_q[e] = q[e];
+        for (int wi = 0; wi < kWords; wi++)
+#pragma unroll
+            for (int e = 0; e < 8; e++) {
+                const uint32_t a = r.u[wi][e] & 0x7fffffffu;
+                m = a > m ? a : m;
+            }
+        nonfinite = m >= 0x7f800000u;
+        return rad_bits_to_float(m);
+    } else {
+        uint32_t m2 = 0;
+#pragma unroll
+        for (int wi = 0; wi < kWords; wi++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) m2 = rad_max_u16x2(m2, r.u[wi][i] & 0x7fff7fffu);
+        const uint32_t lo = m2 & 0xffffu, hi = m2 >> 16;
+        const uint32_t m = lo > hi ? lo : hi;
+        if (DTYPE == RADIANCE_BF16) {
+            nonfinite = m >= 0x7f80u;
+            return rad_bits_to_float(m << 16);
+        }
+        nonfinite = m >= 0x7c00u;
+        return rad_half_to_float((uint16_t)m);
+    }
+}
+
+/* Quantize this thread's two words (all lanes of the warp call this together). */
+template <int DTYPE, int GROUP, bool MSE>
+__device__ __forceinline__ void quantize_words(const Raw<DTYPE> &raw, int64_t word, bool active, int64_t words_per_row,
+                                               int32_t *__restrict__ packed, uint16_t *__restrict__ scales,
+                                               unsigned long long *__restrict__ first_bad_row)
+{
+    constexpr int kLanesPerGroup = GROUP / 16;
+    bool nonfinite;
+    float amax = raw_amax<DTYPE>(raw, nonfinite);
+    if (nonfinite && active) rad_atomic_min_u64(first_bad_row, (unsigned long long)(word / words_per_row));
+#pragma unroll
+    for (int h = kLanesPerGroup / 2; h >= 1; h /= 2) amax = fmaxf(amax, rad_shfl_xor(amax, h));
+
+    float v[kElems];
+    word_to_float<DTYPE>(raw.u[0], v);
+    word_to_float<DTYPE>(raw.u[1], v + 8);
+
+    float best_s[kElems];
+    float best_sf = group_scale(amax, clip_coefficient<0>());
+    float best_err = try_scale<GROUP, 0>(v, best_sf, best_s);
+    if (MSE) {
+        try_ratio<GROUP, 1>(v, amax, best_err, best_sf, best_s);
+        try_ratio<GROUP, 2>(v, amax, best_err, best_sf, best_s);
+        try_ratio<GROUP, 3>(v, amax, best_err, best_sf, best_s);
+        try_ratio<GROUP, 4>(v, amax, best_err, best_sf, best_s);
+    }
+    (void)best_err;
+
+    if (!active) return;
+    /* s = M + q holds q in its low bits: nibble q + 8 = (bits & 15) ^ 8 */
+    constexpr int kShift[8] = {0, 16, 4, 20, 8, 24, 12, 28};
+#pragma unroll
+    for (int wi = 0; wi < kWords; wi++) {
+        uint32_t out = 0;
+#pragma unroll
+        for (int e = 0; e < 8; e++) out |= (rad_float_to_bits(best_s[8 * wi + e]) & 15u) << kShift[e];
+        packed[word + wi * (GROUP / 16)] = (int32_t)(out ^ 0x88888888u);
+    }
+    if (threadIdx.x % kLanesPerGroup == 0) scales[word / (GROUP / 8)] = (uint16_t)(rad_float_to_bits(best_sf) >> 16);
+}
+
+/*
+ * Persistent: block b handles tiles b, b + grid, ... of kThreads * 2 words, the raw weights of its
+ * next tile already loading while it computes the current one (the arithmetic of five clip
+ * ratios is what this kernel spends its time on; the loads hide behind it).
+ */
+template <int DTYPE, bool VEC, int GROUP, bool MSE>
+__global__ void __launch_bounds__(kThreads)
+quantize_kernel(const void *__restrict__ w, int64_t total_words, int64_t words_per_row, int64_t tiles,
+                int32_t *__restrict__ packed, uint16_t *__restrict__ scales,
+                unsigned long long *__restrict__ first_bad_row)
+{
+    Raw<DTYPE> cur, next;
+    int64_t tile = blockIdx.x;
+    if (tile >= tiles) return;
+    {
+        const int64_t word = first_word<GROUP>(tile);
+        if (word < total_words) {
+            load_word_raw<DTYPE, VEC>(w, word, cur.u[0]);
+            load_word_raw<DTYPE, VEC>(w, word + GROUP / 16, cur.u[1]);
+        }
+    }
+    for (; tile < tiles; tile += gridDim.x) {
+        /* total_words is a multiple of the group's words, so a group is wholly in or out; lanes
+         * out of range still run the shuffles and store nothing. */
+        const int64_t word = first_word<GROUP>(tile);
+        const bool active = word < total_words;
+        const int64_t next_word = first_word<GROUP>(tile + gridDim.x);
+        if (next_word < total_words) {
+            load_word_raw<DTYPE, VEC>(w, next_word, next.u[0]);
+            load_word_raw<DTYPE, VEC>(w, next_word + GROUP / 16, next.u[1]);
+        }
+        if (!active) cur = Raw<DTYPE>{}; /* zeros: shuffles stay defined, nothing is stored */
+        quantize_words<DTYPE, GROUP, MSE>(cur, word, active, words_per_row, packed, scales, first_bad_row);
+        cur = next;
     }
 }
 
 template <int DTYPE, bool VEC, int GROUP, bool MSE>
-__global__ void __launch_bounds__(kThreads)
-quantize_kernel(const void *__restrict__ w, int64_t total_words, int64_t words_per_row,
-                int32_t *__restrict__ packed, uint16_t *__restrict__ scales,
-                unsigned long long *__restrict__ first_bad_row)
+rad_error_t launch_kernel(const void *w, int64_t total_words, int64_t words_per_row, int32_t *packed,
+                          uint16_t *scales, unsigned long long *flag, rad_stream_t stream)
 {
-    constexpr int kLanesPerGroup = GROUP / 8;
-    const int64_t word = (int64_t)blockIdx.x * kThreads + threadIdx.x;
-    /* total_words is a multiple of the lane segment, so a segment is wholly in or out; lanes out
-     * of range still run the shuffles with zeros and store nothing. */
-    const bool active = word < total_words;
-
-    float v[8];
-    if (active) {
-        load_word<DTYPE, VEC>(w, word, v);
-    } else {
-#pragma unroll
-        for (int e = 0; e < 8; e++) v[e] = 0.0f;
-    }
-
-    float amax = 0.0f;
-    uint32_t nonfinite = 0;
-#pragma unroll
-    for (int e = 0; e < 8; e++) {
-        amax = fmaxf(amax, fabsf(v[e]));
-        nonfinite |= (rad_float_to_bits(v[e]) & 0x7f800000u) == 0x7f800000u;
-    }
-    if (nonfinite) rad_atomic_min_u64(first_bad_row, (unsigned long long)(word / words_per_row));
-#pragma unroll
-    for (int h = kLanesPerGroup / 2; h >= 1; h /= 2) amax = fmaxf(amax, rad_shfl_xor(amax, h));
-
-    float best_q[8];
-    float best_sf;
-    if (MSE) {
-        float best_err;
-        {
-            best_sf = group_scale(amax, clip_coefficient<0>());
-            quantize_word<0>(v, best_sf, best_q);
-            best_err = group_error<GROUP, 0>(v, best_sf, best_q);
-        }
-        try_ratio<GROUP, 1>(v, amax, best_err, best_sf, best_q);
-        try_ratio<GROUP, 2>(v, amax, best_err, best_sf, best_q);
-        try_ratio<GROUP, 3>(v, amax, best_err, best_sf, best_q);
-        try_ratio<GROUP, 4>(v, amax, best_err, best_sf, best_q);
-    } else {
-        best_sf = group_scale(amax, clip_coefficient<0>());
-        quantize_word<0>(v, best_sf, best_q);
-    }
-
-    if (!active) return;
-    /* q + M has the integer q in its low mantissa bits: nibble = (bits + 8) & 15. */
-    constexpr int kShift[8] = {0, 16, 4, 20, 8, 24, 12, 28};
-    uint32_t out = 0;
-#pragma unroll
-    for (int e = 0; e < 8; e++) {
-        const uint32_t bits = rad_float_to_bits(rad_add_rn(best_q[e], kRoundMagic));
-        out |= ((bits + 8u) & 15u) << kShift[e];
-    }
-    packed[word] = (int32_t)out;
-    if ((threadIdx.x & (kLanesPerGroup - 1)) == 0)
-        scales[word / kLanesPerGroup] = (uint16_t)(rad_float_to_bits(best_sf) >> 16);
+    const int64_t tiles = (total_words + kThreads * kWords - 1) / (kThreads * kWords);
+    int per_sm = 0;
+    if (rad_occupancy_blocks_per_sm(&per_sm, quantize_kernel<DTYPE, VEC, GROUP, MSE>, kThreads, 0) != RAD_SUCCESS ||
+        per_sm < 1)
+        per_sm = 1;
+    int64_t blocks = (int64_t)per_sm * rad_sm_count();
+    if (blocks > tiles) blocks = tiles;
+    quantize_kernel<DTYPE, VEC, GROUP, MSE>
+        <<<(unsigned)blocks, kThreads, 0, stream>>>(w, total_words, words_per_row, tiles, packed, scales, flag);
+    return rad_get_last_error();
 }
 
 template <int DTYPE, bool VEC, int GROUP>
 rad_error_t launch_group(const void *w, int64_t total_words, int64_t words_per_row, int clip,
                          int32_t *packed, uint16_t *scales, unsigned long long *flag, rad_stream_t stream)
 {
-    const int64_t blocks = (total_words + kThreads - 1) / kThreads;
     if (clip == RADIANCE_CLIP_MSE)
-        quantize_kernel<DTYPE, VEC, GROUP, true>
-            <<<(unsigned)blocks, kThreads, 0, stream>>>(w, total_words, words_per_row, packed, scales, flag);
-    else
-        quantize_kernel<DTYPE, VEC, GROUP, false>
-            <<<(unsigned)blocks, kThreads, 0, stream>>>(w, total_words, words_per_row, packed, scales, flag);
-    return rad_get_last_error();
+        return launch_kernel<DTYPE, VEC, GROUP, true>(w, total_words, words_per_row, packed, scales, flag, stream);
+    return launch_kernel<DTYPE, VEC, GROUP, false>(w, total_words, words_per_row, packed, scales, flag, stream);
 }
 
 template <int DTYPE, bool VEC>
@@ -254,11 +331,10 @@ extern "C" int radiance_gpu_quantize_rows(const void *w, int w_dtype, int64_t ro
 
     const int64_t words_per_row = cols / 8;
     const int64_t total_words = rows * words_per_row;
-    if ((total_words + kThreads - 1) / kThreads > 0x7fffffffLL) return RADIANCE_GPU_EINVAL;
     rad_stream_t stream = (rad_stream_t)stream_ptr;
 
     unsigned long long *flag = NULL;
-    rad_error_t err = rad_malloc((void **)&flag, sizeof(unsigned long long));
+    rad_error_t err = rad_malloc_async((void **)&flag, sizeof(unsigned long long), stream);
     if (err != RAD_SUCCESS) return (int)err;
     err = rad_memset_async(flag, 0xff, sizeof(unsigned long long), stream);
 
@@ -276,8 +352,8 @@ extern "C" int radiance_gpu_quantize_rows(const void *w, int w_dtype, int64_t ro
     }
     unsigned long long bad = ~0ull;
     if (err == RAD_SUCCESS) err = rad_memcpy_async(&bad, flag, sizeof bad, RAD_MEMCPY_D2H, stream);
+    const rad_error_t free_err = rad_free_async(flag, stream);
     if (err == RAD_SUCCESS) err = rad_stream_synchronize(stream);
-    const rad_error_t free_err = rad_free(flag);
     if (err != RAD_SUCCESS) return (int)err;
     if (free_err != RAD_SUCCESS) return (int)free_err;
     if (first_bad_row != NULL && bad != ~0ull) *first_bad_row = (int64_t)bad;
