@@ -344,6 +344,23 @@ def test_tp1_logits_bit_exact_and_close_to_bf16(plugin, quark_config, dtype, cap
 
 
 @needs_vllm
+def test_apply_under_compile_and_with_3d_input(plugin, quark_config):
+    import torch
+
+    head = _head(quark_config)
+    _load(head, _weights(44))
+    head.quant_method.process_weights_after_loading(head)
+    x = _hidden_states(45, m=6)
+    eager = head.quant_method.apply(head, x)
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda h: head.quant_method.apply(head, h), fullgraph=True,
+                             backend="aot_eager")
+    assert torch.equal(compiled(x), eager)
+    assert torch.equal(head.quant_method.apply(head, x.reshape(2, 3, HIDDEN)),
+                       eager.reshape(2, 3, -1))
+
+
+@needs_vllm
 def test_second_pass_is_a_noop(plugin, quark_config):
     head = _head(quark_config)
     _load(head, _weights(3))

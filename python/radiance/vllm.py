@@ -319,12 +319,24 @@ def method_class():
                             _megabytes(before), _megabytes(after), _megabytes(before - after))
 
         def apply(self, layer, x, bias=None):
-            scales = getattr(layer, "weight_scale", None)
+            # Once per decode step: in eager mode the parameters come straight from the module's
+            # dict (nn.Module.__getattr__ costs about a microsecond a name) and the op's GPU
+            # kernel is called without the dispatcher; torch.compile sees plain attributes and
+            # the op.
+            compiling = torch.compiler.is_compiling()
+            if compiling:
+                weight, scales = layer.weight, getattr(layer, "weight_scale", None)
+            else:
+                params = layer._parameters
+                weight, scales = params["weight"], params.get("weight_scale")
             if scales is None:  # not processed yet (never the case once vLLM has loaded)
                 return super().apply(layer, x, bias)
             two_d = x.dim() == 2
             x2 = x if two_d else x.reshape(-1, x.shape[-1])
-            y = torch_ops.apply_int4(x2, layer.weight, scales, bias, self.group_size)
+            if x2.is_cuda and not compiling:
+                y = torch_ops._apply_gpu(x2, weight, scales, bias, self.group_size)
+            else:
+                y = torch_ops.apply(x2, weight, scales, bias, self.group_size)
             if y.dtype != x.dtype:
                 y = y.to(x.dtype)
             return y if two_d else y.reshape(*x.shape[:-1], y.shape[-1])
