@@ -386,14 +386,32 @@ done:
     return result;
 }
 
-/* packed int32 [N, K/8] and bf16 scales [N, K/G]: checks them and returns K, or -1. */
+/* packed int32 [N, K/8] (or the int8 view [N, K/2] of the same bytes that vLLM keeps) and bf16
+ * scales [N, K/G]: checks them and returns K, or -1. */
 static int64_t check_packed_head(const rad_view *packed, const rad_view *scales, int group_size) {
-    if (check_ndim(packed, "packed", 2, "[N, K/8]") < 0 ||
-        check_dtype(packed, "packed", RV_I32) < 0 ||
-        check_ndim(scales, "scales", 2, "[N, K/group_size]") < 0 ||
+    if (check_ndim(packed, "packed", 2, "[N, K/8]") < 0) return -1;
+    if (packed->dtype != RV_I32 && packed->dtype != RV_I8) {
+        PyErr_Format(PyExc_TypeError,
+                     "packed must be int32 [N, K/8] (or its int8 view [N, K/2]), got %s",
+                     rad_view_dtype_name(packed->dtype));
+        return -1;
+    }
+    if (packed->dtype == RV_I8 && packed->shape[1] % 4 != 0) {
+        PyErr_Format(PyExc_ValueError,
+                     "packed is an int8 view with %lld columns; whole int32 words need a "
+                     "multiple of 4",
+                     (long long)packed->shape[1]);
+        return -1;
+    }
+    if (packed->dtype == RV_I8 && (uintptr_t)packed->data % 4 != 0) {
+        PyErr_SetString(PyExc_ValueError, "packed (an int8 view) must start on a 4-byte boundary");
+        return -1;
+    }
+    if (check_ndim(scales, "scales", 2, "[N, K/group_size]") < 0 ||
         check_dtype(scales, "scales", RV_BF16) < 0)
         return -1;
-    const int64_t n = packed->shape[0], k = packed->shape[1] * 8;
+    const int64_t n = packed->shape[0];
+    const int64_t k = packed->shape[1] * (packed->dtype == RV_I8 ? 2 : 8);
     if (k == 0 || k % group_size != 0) {
         PyErr_Format(PyExc_ValueError,
                      "packed holds K = %lld columns, not a positive multiple of group_size=%d",

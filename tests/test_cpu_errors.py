@@ -119,8 +119,14 @@ def test_apply_refuses(head):
         radiance.apply(np.ones((3, 128), np.float32), packed, scales)
     with pytest.raises(TypeError, match="x must be bfloat16.*got int32"):
         radiance.apply(np.ones((3, 256), np.int32), packed, scales)
-    with pytest.raises(TypeError, match="packed must be int32, got uint8"):
+    with pytest.raises(TypeError, match=r"packed must be int32 \[N, K/8\] \(or its int8 view"):
         radiance.apply(x, packed.view(np.uint8), scales)
+    with pytest.raises(ValueError, match="int8 view with 6 columns"):
+        radiance.apply(np.ones((3, 12), np.float32), packed.view(np.int8)[:, :6], scales[:, :1],
+                       group_size=32)
+    with pytest.raises(ValueError, match="4-byte boundary"):
+        shifted = np.zeros(10 * 128 + 4, np.int8)[1 : 1 + 10 * 128].reshape(10, 128)
+        radiance.apply(x, shifted, scales)
     with pytest.raises(ValueError, match=r"scales must have shape \(N, K/group_size\)"):
         radiance.apply(x, packed, scales[:5])
     with pytest.raises(ValueError, match="bias has 9 entries, but the head has N = 10 rows"):

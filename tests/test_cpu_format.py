@@ -147,6 +147,20 @@ def test_apply_matches_float64(m, group_size, x_dtype):
         assert_close_to_float64(y, ref, x, w_hat)
 
 
+def test_int8_view_of_packed_words_is_the_same_head():
+    # vLLM keeps the packed words as an int8 [N, K/2] view of the same bytes.
+    rng = np.random.default_rng(12)
+    w = rng.standard_normal((23, 512)).astype(BF16)
+    packed, scales = radiance.quantize_rows(w)
+    x = rng.standard_normal((3, 512)).astype(BF16)
+    bytes_view = packed.view(np.int8)
+    assert bytes_view.shape == (23, 256)
+    np.testing.assert_array_equal(radiance.apply(x, bytes_view, scales).view(np.uint16),
+                                  radiance.apply(x, packed, scales).view(np.uint16))
+    np.testing.assert_array_equal(radiance.dequantize(bytes_view, scales),
+                                  radiance.dequantize(packed, scales))
+
+
 def test_apply_leading_dims_and_out():
     rng = np.random.default_rng(2)
     w = rng.standard_normal((19, 256)).astype(np.float32)

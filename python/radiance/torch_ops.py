@@ -164,7 +164,9 @@ _KERNELS = {
 _FAKES = {"apply": _apply_fake, "quantize_rows": _quantize_rows_fake}
 
 # The Library objects must live as long as the process: dropping them unregisters the kernels.
-_LIBRARIES = []
+# importlib.reload re-runs this file in the same module dict: keep the list the first run made,
+# or the old Library would be collected and take the registration with it (torch 2.11 does).
+_LIBRARIES = globals().get("_LIBRARIES", [])
 
 
 def _register():
