@@ -32,11 +32,11 @@ VARIANTS = {"auto": 0, "vector": 1, "mma1x1": 2, "mma1x2": 3, "tile2x2": 13, "ti
             "tile1x8": 16, "stream1s8": 18, "stream2s6": 20, "stream1s12": 21, "streamM2s8": 23, "wgmma": 25}
 # which variants the timing mode tries per m on the first head (the others get "auto" only)
 TIME_VARIANTS = {
-    1: "auto,mma1x1,stream1s8,stream1s12,streamM2s8",
+    1: "auto,mma1x1,stream1s8,stream1s12",
     4: "auto,mma1x1,stream1s8,stream1s12",
-    8: "auto,mma1x1,stream1s8,stream1s12,streamM2s8",
-    16: "auto,mma1x2,stream2s6,tile2x2,tile2x4",
-    64: "auto,tile2x4,tile2x8,tile1x8,wgmma",
+    8: "auto,mma1x1,stream1s8,streamM2s8",
+    16: "auto,tile2x2,tile2x4,wgmma",
+    64: "auto,tile2x8,wgmma",
     256: "auto,tile2x8,wgmma",
 }
 
@@ -587,7 +587,7 @@ def cmd_time(args):
             if args.variants:
                 variants = args.variants.split(",")
             else:
-                variants = TIME_VARIANTS[m].split(",") if hi == 0 else ["auto"]
+                variants = TIME_VARIANTS[m].split(",")
 
             def ours(v):
                 def f():
@@ -684,7 +684,7 @@ def cmd_profile(args):
     packed = torch.empty((n, k // 8), dtype=torch.int32, device="cuda")
     scales = torch.empty((n, k // 128), dtype=torch.int16, device="cuda")
     L.quantize(w, 128, CLIP_MSE, packed, scales, stream)
-    for m, v in ((1, "stream1s12"), (64, "wgmma"), (64, "tile2x8")):
+    for m, v in ((1, "stream1s8"), (8, "stream1s8"), (64, "wgmma"), (256, "wgmma")):
         x = torch.randn(m, k, device="cuda").to(torch.bfloat16).view(torch.int16)
         out = torch.empty((m, n), dtype=torch.int16, device="cuda")
         L.apply(x, packed, scales, None, 128, out, stream, VARIANTS[v])

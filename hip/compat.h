@@ -297,6 +297,14 @@ __device__ __forceinline__ uint32_t rad_nibble_pair_or(uint32_t a, uint32_t c)
     asm("lop3.b32 %0, %1, 0x000F000F, %2, 0xEA;" : "=r"(d) : "r"(a), "r"(c));
     return d;
 }
+/* d = A * B (the accumulator starts at zero: no registers to clear first). */
+__device__ __forceinline__ void rad_mma_bf16_m16n8k16_zero(float d[4], const uint32_t a[4], uint32_t b0, uint32_t b1)
+{
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%10,%10,%10,%10};"
+        : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(0.0f));
+}
 /* Two bf16 lanes: a * b + c, one rounding each (exact for the small integers it is used on). */
 __device__ __forceinline__ uint32_t rad_fma_bf16x2(uint32_t a, uint32_t b, uint32_t c)
 {

@@ -1,23 +1,28 @@
 /*
  * gemv_int4.hip - out[m, n] = sum_k x[m, k] * q[n, k] * s[n, k / G] (+ bias[n]) for the packed
- * int4 format of DESIGN.md, any m. Two paths, chosen inside radiance_gpu_apply:
+ * int4 format of DESIGN.md, any m. The path is chosen by m inside radiance_gpu_apply:
  *
- * - matrix path (NVIDIA sm_80+): mma.sync m16n8k16 bf16 -> fp32. The weights are the A operand
- *   (16 rows of the head x 16 k), the activations the B operand (16 k x 8 tokens). A thread
- *   (group g = lane / 4, column t = lane % 4) owns rows g and g + 8; one packed word of each gives
- *   it the A fragments of two mmas straight from the nibbles: (w >> 4j) & 0x000F000F | 0x43004300
- *   is two bf16 values 136 + q (elements 2j, 2j+1 of the word, thanks to the shuffled nibble
- *   order), and one bf16x2 fma takes the 136 off exactly. Which k an mma slot holds is free as
- *   long as x is fed in the same order, so thread t feeds x at its own word's columns (one 16-byte
- *   load per word). Each group is summed in its own fp32 accumulator and then scaled into the
- *   total in fp32, so the result is sum_g s_g * (sum_k x_k q_k), fp32 throughout.
- *   A warp walks its rows' whole k range in steps of 128 columns, the packed words of the next
- *   steps already in flight in registers (16-byte loads that bypass L1; the activations stay in
- *   L1 and are read from there). No shared memory, no barriers.
- * - vector path (AMD for now, and NVIDIA before sm_80): one wave per row, 16-byte loads of 4
- *   words, fp32 FMAs, a shuffle reduction per row.
+ * NVIDIA sm_80+ (matrix cores, mma.sync m16n8k16 bf16 -> fp32). The weights are the A operand
+ * (16 rows of the head x 16 k), the activations the B operand (16 k x 8 tokens). A thread (group
+ * g = lane / 4, column t = lane % 4) owns rows g and g + 8; one packed word of each gives it the A
+ * fragments of two mmas straight from the nibbles: (w >> 4j) & 0x000F000F | 0x43004300 is two
+ * bf16 values 136 + q (elements 2j, 2j+1 of the word, thanks to the shuffled nibble order), and
+ * one bf16x2 fma takes the 136 off exactly. Which k an mma slot holds is free as long as x is fed
+ * in the same order, so thread t feeds x at its own word's columns (one 16-byte load per word).
+ * Each group is summed in fp32 accumulators of its own and then scaled into the fp32 total.
+ *   m <= 8    apply_stream_kernel: a warp per 16 (or 32) rows, the packed words streamed through
+ *             a per-warp cp.async ring in shared memory (8 steps of 128 columns in flight), the
+ *             activations read from L1 one step ahead. G >= 128; smaller groups use
+ *             apply_mma_kernel (the same with a register pipeline).
+ *   m <= 32   apply_tile_kernel: the activations of 512 columns x 8 * NT tokens staged in shared
+ *             memory once per block (cp.async, double-buffered) and shared by 8 warps.
+ *   m > 32    apply_tile_kernel with 64 tokens per block; more tokens are more blocks, adjacent
+ *             in launch order so they share the weights through L2.
+ *   apply_wgmma2_kernel (sm_90a, G = 128, wgmma m64n64k16 with the weights as register A) is
+ *   correct but not yet faster than the tiled mma.sync kernel; it is reachable only as a variant.
+ * AMD (and NVIDIA before sm_80): apply_vector_kernel, one wave per row, fp32 FMAs, for every m.
  *
- * Neither allocates or synchronizes, so a call can be captured in a CUDA/HIP graph.
+ * Nothing here allocates or synchronizes, so a call can be captured in a CUDA/HIP graph.
  */
 #include "compat.h"
 #include "radiance_gpu.h"
@@ -253,7 +258,7 @@ struct StreamSmem {
 };
 
 template <int GROUP, int MT, int NT, int S>
-__global__ void __launch_bounds__(kStreamWarps * 32)
+__global__ void __launch_bounds__(kStreamWarps * 32, MT * NT == 1 ? 4 : 1)
 apply_stream_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const int32_t *__restrict__ packed,
                     const uint16_t *__restrict__ scales, const uint16_t *__restrict__ bias, int64_t n,
                     uint16_t *__restrict__ out, int64_t token_chunks)
@@ -285,14 +290,22 @@ apply_stream_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const 
         srow[r] = scales + row * ng;
     }
 
-    float total[MT][NT][4], acc[MT][NT][4];
+    /* four independent accumulator chains (word parity x lo/hi), so consecutive mmas of a step do
+     * not wait for each other; summed when the group is scaled */
+    float total[MT][NT][4], acc[4][MT][NT][4];
 #pragma unroll
     for (int mt = 0; mt < MT; mt++)
 #pragma unroll
         for (int nt = 0; nt < NT; nt++)
 #pragma unroll
-            for (int c = 0; c < 4; c++) total[mt][nt][c] = acc[mt][nt][c] = 0.0f;
-    const uint16_t *xsrc[NT]; /* next step's activations */
+            for (int c = 0; c < 4; c++) {
+                total[mt][nt][c] = 0.0f;
+#pragma unroll
+                for (int q = 0; q < 4; q++) acc[q][mt][nt][c] = 0.0f;
+            }
+    /* next step's activations; threads of tokens past m load nothing: their registers keep
+     * stale values, which only reach that token's column of the mma result, never stored */
+    const uint16_t *xsrc[NT];
     bool xvalid[NT];
 #pragma unroll
     for (int nt = 0; nt < NT; nt++) {
@@ -314,14 +327,20 @@ apply_stream_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const 
         }
         rad_cp_async_commit();
     }
-    /* activations of the current step, loaded one step ahead: 4 words x 16 bytes per token */
-    rad_u32x4 xcur[NT][4];
+    /* activations, loaded one step ahead into alternating register sets (S is even, so the set
+     * of step s is s & 1 at compile time): 4 words x 16 bytes per token */
+    static_assert(S % 2 == 0, "even ring depth");
+    rad_u32x4 xb[2][NT][4];
 #pragma unroll
     for (int nt = 0; nt < NT; nt++) {
 #pragma unroll
         for (int i = 0; i < 4; i++) {
-            xcur[nt][i] = rad_u32x4{0u, 0u, 0u, 0u};
-            if (xvalid[nt]) xcur[nt][i] = rad_load_cached_16(xsrc[nt] + 8 * i);
+            /* defined but arbitrary contents (no instruction): only ever read for tokens past m */
+            uint32_t junk;
+            asm("" : "=r"(junk));
+            xb[0][nt][i] = rad_u32x4{junk, junk, junk, junk};
+            xb[1][nt][i] = rad_u32x4{junk, junk, junk, junk};
+            if (xvalid[nt]) xb[0][nt][i] = rad_load_cached_16(xsrc[nt] + 8 * i);
         }
         xsrc[nt] += kStepWords * 8;
     }
@@ -345,16 +364,17 @@ apply_stream_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const 
                 }
                 rad_cp_async_commit();
             }
-            rad_u32x4 xnext[NT][4];
-            const bool more = step + 1 < nsteps;
+            rad_u32x4 (&xcur)[NT][4] = xb[p & 1];
+            rad_u32x4 (&xnext)[NT][4] = xb[(p + 1) & 1];
+            if (step + 1 < nsteps) {
 #pragma unroll
-            for (int nt = 0; nt < NT; nt++) {
+                for (int nt = 0; nt < NT; nt++) {
+                    if (xvalid[nt]) {
 #pragma unroll
-                for (int i = 0; i < 4; i++) {
-                    xnext[nt][i] = rad_u32x4{0u, 0u, 0u, 0u};
-                    if (xvalid[nt] && more) xnext[nt][i] = rad_load_cached_16(xsrc[nt] + 8 * i);
+                        for (int i = 0; i < 4; i++) xnext[nt][i] = rad_load_cached_16(xsrc[nt] + 8 * i);
+                    }
+                    xsrc[nt] += kStepWords * 8;
                 }
-                xsrc[nt] += kStepWords * 8;
             }
             rad_cp_async_wait<S - 1>();
             uint32_t wv[kRows][4];
@@ -382,8 +402,14 @@ apply_stream_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const 
                 for (int nt = 0; nt < NT; nt++)
 #pragma unroll
                     for (int mt = 0; mt < MT; mt++) {
-                        rad_mma_bf16_m16n8k16(acc[mt][nt], a_lo[mt], xcur[nt][i].x, xcur[nt][i].y);
-                        rad_mma_bf16_m16n8k16(acc[mt][nt], a_hi[mt], xcur[nt][i].z, xcur[nt][i].w);
+                        if (GROUP == 128 && i < 2) { /* first of its chain in this group */
+                            rad_mma_bf16_m16n8k16_zero(acc[2 * (i & 1)][mt][nt], a_lo[mt], xcur[nt][i].x, xcur[nt][i].y);
+                            rad_mma_bf16_m16n8k16_zero(acc[2 * (i & 1) + 1][mt][nt], a_hi[mt], xcur[nt][i].z,
+                                                       xcur[nt][i].w);
+                        } else {
+                            rad_mma_bf16_m16n8k16(acc[2 * (i & 1)][mt][nt], a_lo[mt], xcur[nt][i].x, xcur[nt][i].y);
+                            rad_mma_bf16_m16n8k16(acc[2 * (i & 1) + 1][mt][nt], a_hi[mt], xcur[nt][i].z, xcur[nt][i].w);
+                        }
                     }
             }
             if (GROUP == 128 || (step & 1) == 1) {
@@ -392,19 +418,19 @@ apply_stream_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const 
                     const float s_lo = rad_bf16_to_float(sc[p][2 * mt]), s_hi = rad_bf16_to_float(sc[p][2 * mt + 1]);
 #pragma unroll
                     for (int nt = 0; nt < NT; nt++) {
-                        total[mt][nt][0] += s_lo * acc[mt][nt][0];
-                        total[mt][nt][1] += s_lo * acc[mt][nt][1];
-                        total[mt][nt][2] += s_hi * acc[mt][nt][2];
-                        total[mt][nt][3] += s_hi * acc[mt][nt][3];
 #pragma unroll
-                        for (int c = 0; c < 4; c++) acc[mt][nt][c] = 0.0f;
+                        for (int c = 0; c < 4; c++) {
+                            const float sum = (acc[0][mt][nt][c] + acc[1][mt][nt][c]) +
+                                              (acc[2][mt][nt][c] + acc[3][mt][nt][c]);
+                            total[mt][nt][c] += (c < 2 ? s_lo : s_hi) * sum;
+                            if (GROUP != 128) {
+#pragma unroll
+                                for (int q = 0; q < 4; q++) acc[q][mt][nt][c] = 0.0f;
+                            }
+                        }
                     }
                 }
             }
-#pragma unroll
-            for (int nt = 0; nt < NT; nt++)
-#pragma unroll
-                for (int i = 0; i < 4; i++) xcur[nt][i] = xnext[nt][i];
         }
     }
     rad_cp_async_wait<0>();
@@ -589,173 +615,126 @@ apply_tile_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const in
 }
 
 /* ------------------------------------------------------------------------------------------ */
-/* Matrix path, Hopper (sm_90a), G = 128: wgmma m64n64k16 with A = the dequantized weights in   */
-/* registers (a warpgroup's 4 warps hold 64 rows; the per-warp fragment is the mma.sync one, so  */
-/* the dequantization is unchanged) and B = 64 tokens of activations in shared memory. The       */
-/* activations of 4 steps are staged by cp.async in the order the weight fragments need (each   */
-/* 4-byte pair to the k-slot its weight sits in), double-buffered. Each group of 8 wgmmas (one  */
-/* step = one group) accumulates into one of two register sets while the other set is scaled    */
-/* into the fp32 total, so the scaling overlaps the tensor cores.                                */
+/* Matrix path, Hopper (sm_90a, G = 128): wgmma m64n64k16, one warpgroup per block, 64 rows x 64 */
+/* tokens. A = the dequantized weights in registers (the per-warp fragment of wgmma's register  */
+/* A is the mma.sync one), B = the activations in shared memory. The k-slots follow the natural  */
+/* column order, so the activations are a plain K-major copy (16-byte cp.async, double-buffered) */
+/* and each thread t extracts nibble pair t of every word ((w >> 4t) & 0x000F000F is columns 2t, */
+/* 2t+1 of the word): the 4 threads of a quad load the same words (one request) and each         */
+/* dequantizes a quarter of them. One step (128 columns) is one group: 8 wgmmas into a fresh     */
+/* accumulator, then scaled into the fp32 total; other blocks on the SM fill the tensor cores    */
+/* meanwhile (3 warpgroups per SM).                                                               */
 /* ------------------------------------------------------------------------------------------ */
-constexpr int kWgWarps = 8;           /* two warpgroups: 128 rows per block */
-constexpr int kWgTokens = 64;
-constexpr int kWgChunkSteps = 4;
-constexpr int kWgSliceBytes = kWgTokens * 16 * 2; /* one k16 slice for 64 tokens: 2 KB */
-constexpr int kWgBufBytes = kWgChunkSteps * 8 * kWgSliceBytes; /* 8 slices (4 words x lo/hi) a step */
-constexpr int kWgSmem = 2 * kWgBufBytes;
+constexpr int kWg2Tokens = 64;
+constexpr int kWg2Stages = 3;
+constexpr int kWg2WBytes = 64 * 64;          /* one step of 64 rows: 64 x 16 words */
+constexpr int kWg2XBytes = 8 * 2048;         /* one step of 64 tokens: 8 k16 slices */
+constexpr int kWg2StageBytes = kWg2WBytes + kWg2XBytes;
+constexpr int kWg2Smem = kWg2Stages * kWg2StageBytes;
 
-__device__ __forceinline__ void wg_load_x_chunk(unsigned char *buf, const uint16_t *__restrict__ x, int64_t m, int64_t k,
-                                                int64_t tok0, int chunk, int nsteps)
-{
-#if defined(RAD_HAS_WGMMA)
-    /* piece = (token, step, pair): 4 bytes = 2 columns; the pair p of word pos lands in slice
-     * (i = pos & 3, lo/hi = p >> 1), k-chunk p & 1, slot 2t (t = pos >> 2) */
-    constexpr int kPieces = kWgTokens * kWgChunkSteps * 64;
-    for (int piece = threadIdx.x; piece < kPieces; piece += kWgWarps * 32) {
-        const int tok = piece / (kWgChunkSteps * 64);
-        const int rem = piece % (kWgChunkSteps * 64);
-        const int st = rem >> 6, col = rem & 63; /* col: pair index inside the step (128 columns) */
-        const int pos = col >> 2, pr = col & 3;
-        const int step = chunk * kWgChunkSteps + st;
-        const bool valid = tok0 + tok < m && step < nsteps;
-        const uint16_t *src = valid ? x + (tok0 + tok) * k + (int64_t)step * 128 + 2 * col : x;
-        const int i = pos & 3, t = pos >> 2;
-        const int slice = st * 8 + i * 2 + (pr >> 1);
-        unsigned char *dst = buf + slice * kWgSliceBytes + (tok >> 3) * 256 + (pr & 1) * 128 + (tok & 7) * 16 + t * 4;
-        rad_cp_async_4(dst, src, valid);
-    }
-#endif
-}
-
-#if defined(RAD_HAS_WGMMA)
-/* One step (one group of 128 columns) on register set B: dequantize, 8 wgmmas into acc, then
- * scale the previous step's finished accumulators (acc_prev) into the total. */
-template <int B>
-__device__ __forceinline__ void wg_step(int step, int st, int nsteps, const unsigned char *buf,
-                                        uint32_t (&wnext)[2][2][4], float (&snext)[2][2], uint32_t (&afrag)[8][4],
-                                        float (&acc)[32], float (&acc_prev)[32], float (&total)[32], float (&sprev)[2],
-                                        const int32_t *wlo, const int32_t *whi, const uint16_t *slo,
-                                        const uint16_t *shi)
-{
-#pragma unroll
-    for (int i = 0; i < 4; i++) {
-        const uint32_t w0 = wnext[B][0][i], w1 = wnext[B][1][i];
-        afrag[2 * i][0] = dequant_pair(w0, 0);
-        afrag[2 * i][1] = dequant_pair(w1, 0);
-        afrag[2 * i][2] = dequant_pair(w0, 4);
-        afrag[2 * i][3] = dequant_pair(w1, 4);
-        afrag[2 * i + 1][0] = dequant_pair(w0, 8);
-        afrag[2 * i + 1][1] = dequant_pair(w1, 8);
-        afrag[2 * i + 1][2] = dequant_pair(w0, 12);
-        afrag[2 * i + 1][3] = dequant_pair(w1, 12);
-    }
-    const float s_lo = snext[B][0], s_hi = snext[B][1];
-    /* fetch the words of step + 2 into the registers just freed */
-    if (step + 2 < nsteps) {
-        const rad_u32x4 a = rad_load_stream_16(wlo + (int64_t)(step + 2) * kStepWords);
-        const rad_u32x4 b = rad_load_stream_16(whi + (int64_t)(step + 2) * kStepWords);
-        wnext[B][0][0] = a.x; wnext[B][0][1] = a.y; wnext[B][0][2] = a.z; wnext[B][0][3] = a.w;
-        wnext[B][1][0] = b.x; wnext[B][1][1] = b.y; wnext[B][1][2] = b.z; wnext[B][1][3] = b.w;
-        snext[B][0] = rad_bf16_to_float(slo[step + 2]);
-        snext[B][1] = rad_bf16_to_float(shi[step + 2]);
-    }
-    rad_wgmma_fence();
-#pragma unroll
-    for (int sl = 0; sl < 8; sl++) {
-        const uint64_t desc = rad_wgmma_desc(buf + (st * 8 + sl) * kWgSliceBytes, 128, 256);
-        rad_wgmma_m64n64k16_rs(acc, afrag[sl], desc, sl > 0);
-    }
-    rad_wgmma_commit();
-    /* the previous step's group is done once at most this one is in flight */
-    rad_wgmma_wait<1>();
-    if (step > 0) {
-#pragma unroll
-        for (int r = 0; r < 32; r++) total[r] += ((r & 2) ? sprev[1] : sprev[0]) * acc_prev[r];
-    }
-    sprev[0] = s_lo;
-    sprev[1] = s_hi;
-}
-#endif
-
-__global__ void __launch_bounds__(kWgWarps * 32, 1)
-apply_wgmma_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const int32_t *__restrict__ packed,
-                   const uint16_t *__restrict__ scales, const uint16_t *__restrict__ bias, int64_t n,
-                   uint16_t *__restrict__ out, int64_t token_chunks)
+__global__ void __launch_bounds__(128, 3)
+apply_wgmma2_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const int32_t *__restrict__ packed,
+                    const uint16_t *__restrict__ scales, const uint16_t *__restrict__ bias, int64_t n,
+                    uint16_t *__restrict__ out, int64_t token_chunks)
 {
 #if defined(RAD_HAS_WGMMA)
     extern __shared__ __align__(16) unsigned char smem[];
-    const int lane = threadIdx.x & 31;
-    const int warp = threadIdx.x >> 5;
+    const int tid = threadIdx.x;
+    const int lane = tid & 31;
+    const int warp = tid >> 5;
     const int g = lane >> 2, t = lane & 3;
     const int64_t chunk_tok = (int64_t)blockIdx.x % token_chunks;
     const int64_t row_block = (int64_t)blockIdx.x / token_chunks;
-    const int64_t row0 = row_block * (16 * kWgWarps) + warp * 16; /* this warp's 16 rows */
-    const int64_t tok0 = chunk_tok * kWgTokens;
+    const int64_t rbase = row_block * 64;
+    const int64_t tok0 = chunk_tok * kWg2Tokens;
     const int64_t kw = k / 8, ng = k / 128;
     const int nsteps = (int)(kw / kStepWords);
-    const int nchunks = (nsteps + kWgChunkSteps - 1) / kWgChunkSteps;
+    const int shift = 4 * t;
 
-    int64_t rlo = row0 + g, rhi = row0 + g + 8;
-    rlo = rlo < n ? rlo : n - 1; /* rows past the end compute garbage and store nothing */
+    /* copies of one step, by this thread: 2 x 16 bytes of weights (rows tid/4 and tid/4 + 32,
+     * words 4 * (tid % 4) ...) and 8 x 16 bytes of activations (tokens tid/16 + 8j, word tid % 16) */
+    const int32_t *wsrc[2];
+#pragma unroll
+    for (int j = 0; j < 2; j++) {
+        int64_t row = rbase + tid / 4 + 32 * j;
+        row = row < n ? row : n - 1;
+        wsrc[j] = packed + row * kw + 4 * (tid % 4);
+    }
+    const int wdst = (tid / 4) * 64 + (tid % 4) * 16;
+    const int xw = tid % 16, xt = tid / 16;
+    const uint16_t *xsrc = x + (tok0 + xt) * k + 8 * xw;
+    const int xdst = kWg2WBytes + (xw >> 1) * 2048 + (xw & 1) * 128 + xt * 16;
+    const int64_t xstride = 8 * k;
+    const int xtokens = (int)(m - tok0 < 64 ? m - tok0 : 64);
+    auto issue = [&](int step) {
+        unsigned char *st = smem + (step % kWg2Stages) * kWg2StageBytes;
+        if (step < nsteps) {
+#pragma unroll
+            for (int j = 0; j < 2; j++) rad_cp_async_16(st + wdst + j * 32 * 64, wsrc[j] + (int64_t)step * kStepWords, true);
+            const uint16_t *src = xsrc + (int64_t)step * 128;
+#pragma unroll
+            for (int j = 0; j < 8; j++) {
+                /* with a source size of 0 nothing is read (the address may lie past the end) */
+                rad_cp_async_16(st + xdst + j * 256, src, xt + 8 * j < xtokens);
+                src += xstride;
+            }
+        }
+        rad_cp_async_commit();
+    };
+
+    int64_t rlo = rbase + warp * 16 + g, rhi = rlo + 8;
+    rlo = rlo < n ? rlo : n - 1;
     rhi = rhi < n ? rhi : n - 1;
-    const int32_t *wlo = packed + rlo * kw + 4 * t, *whi = packed + rhi * kw + 4 * t;
     const uint16_t *slo = scales + rlo * ng, *shi = scales + rhi * ng;
 
-    float total[32], acc0[32], acc1[32];
+    float total[32], acc[32];
 #pragma unroll
-    for (int r = 0; r < 32; r++) total[r] = acc0[r] = acc1[r] = 0.0f;
+    for (int r = 0; r < 32; r++) total[r] = acc[r] = 0.0f;
 
-    wg_load_x_chunk(smem, x, m, k, tok0, 0, nsteps);
-    rad_cp_async_commit();
-
-    /* weights of the next two steps in registers */
-    uint32_t wnext[2][2][4];
-    float snext[2][2];
 #pragma unroll
-    for (int p = 0; p < 2; p++) {
-        if (p < nsteps) {
-            const rad_u32x4 a = rad_load_stream_16(wlo + p * kStepWords);
-            const rad_u32x4 b = rad_load_stream_16(whi + p * kStepWords);
-            wnext[p][0][0] = a.x; wnext[p][0][1] = a.y; wnext[p][0][2] = a.z; wnext[p][0][3] = a.w;
-            wnext[p][1][0] = b.x; wnext[p][1][1] = b.y; wnext[p][1][2] = b.z; wnext[p][1][3] = b.w;
-            snext[p][0] = rad_bf16_to_float(slo[p]);
-            snext[p][1] = rad_bf16_to_float(shi[p]);
-        }
-    }
-    uint32_t afrag[2][8][4];
-    float sprev[2] = {0.0f, 0.0f};
+    for (int p = 0; p < kWg2Stages - 1; p++) issue(p);
+    float s_lo = rad_bf16_to_float(slo[0]), s_hi = rad_bf16_to_float(shi[0]);
 
-    for (int c = 0; c < nchunks; c++) {
-        const unsigned char *buf = smem + (c & 1) * kWgBufBytes;
-        rad_cp_async_wait<0>();
+    for (int step = 0; step < nsteps; step++) {
+        __syncthreads(); /* every warp is done with the stage the next copy overwrites */
+        issue(step + kWg2Stages - 1);
+        rad_cp_async_wait<kWg2Stages - 1>();
         rad_fence_proxy_async_smem();
-        __syncthreads(); /* chunk c is in shared memory */
-#pragma unroll
-        for (int st = 0; st < kWgChunkSteps; st += 2) {
-            const int step = c * kWgChunkSteps + st;
-            if (step >= nsteps) break;
-            wg_step<0>(step, st, nsteps, buf, wnext, snext, afrag[0], acc0, acc1, total, sprev, wlo, whi, slo, shi);
-            if (st == 0) {
-                /* everyone's wgmmas of the previous chunk are complete: refill that buffer */
-                __syncthreads();
-                if (c + 1 < nchunks) wg_load_x_chunk(smem + ((c + 1) & 1) * kWgBufBytes, x, m, k, tok0, c + 1, nsteps);
-                rad_cp_async_commit();
-            }
-            if (step + 1 >= nsteps) break;
-            wg_step<1>(step + 1, st + 1, nsteps, buf, wnext, snext, afrag[1], acc1, acc0, total, sprev, wlo, whi, slo,
-                       shi);
+        __syncthreads(); /* this step's weights and activations are in shared memory */
+        const unsigned char *st = smem + (step % kWg2Stages) * kWg2StageBytes;
+        const float sc_lo = s_lo, sc_hi = s_hi;
+        if (step + 1 < nsteps) {
+            s_lo = rad_bf16_to_float(slo[step + 1]);
+            s_hi = rad_bf16_to_float(shi[step + 1]);
         }
-    }
-    rad_wgmma_wait<0>();
-    /* the last step's group (steps alternate register sets; kWgChunkSteps is even) */
-    if ((nsteps - 1) & 1) {
+        uint32_t w[2][16];
 #pragma unroll
-        for (int r = 0; r < 32; r++) total[r] += ((r & 2) ? sprev[1] : sprev[0]) * acc1[r];
-    } else {
+        for (int h = 0; h < 2; h++)
 #pragma unroll
-        for (int r = 0; r < 32; r++) total[r] += ((r & 2) ? sprev[1] : sprev[0]) * acc0[r];
+            for (int q = 0; q < 4; q++) {
+                const uint4 v = *(const uint4 *)(st + (warp * 16 + g + 8 * h) * 64 + q * 16);
+                w[h][4 * q] = v.x; w[h][4 * q + 1] = v.y; w[h][4 * q + 2] = v.z; w[h][4 * q + 3] = v.w;
+            }
+        uint32_t afrag[8][4];
+#pragma unroll
+        for (int sl = 0; sl < 8; sl++) {
+            afrag[sl][0] = dequant_pair(w[0][2 * sl], shift);
+            afrag[sl][1] = dequant_pair(w[1][2 * sl], shift);
+            afrag[sl][2] = dequant_pair(w[0][2 * sl + 1], shift);
+            afrag[sl][3] = dequant_pair(w[1][2 * sl + 1], shift);
+        }
+        rad_wgmma_fence();
+        const uint64_t desc0 = rad_wgmma_desc(st + kWg2WBytes, 128, 256);
+#pragma unroll
+        for (int sl = 0; sl < 8; sl++) rad_wgmma_m64n64k16_rs(acc, afrag[sl], desc0 + (uint64_t)(sl * 2048 / 16), sl > 0);
+        rad_wgmma_commit();
+        rad_wgmma_wait<0>();
+#pragma unroll
+        for (int r = 0; r < 32; r++) total[r] += ((r & 2) ? sc_hi : sc_lo) * acc[r];
     }
+    rad_cp_async_wait<0>();
 
+    const int64_t row0 = rbase + warp * 16;
 #pragma unroll
     for (int r = 0; r < 32; r++) {
         const int64_t row = row0 + g + 8 * ((r >> 1) & 1);
@@ -913,7 +892,7 @@ bool wgmma_available(void)
 #if defined(RAD_CUDA)
         if (rad_device_sm() == 90) {
             cudaFuncAttributes attr;
-            if (cudaFuncGetAttributes(&attr, apply_wgmma_kernel) == cudaSuccess && attr.numRegs >= 64) ok = 1;
+            if (cudaFuncGetAttributes(&attr, apply_wgmma2_kernel) == cudaSuccess && attr.numRegs >= 64) ok = 1;
             else (void)cudaGetLastError();
         }
 #endif
@@ -922,20 +901,20 @@ bool wgmma_available(void)
     return cache[dev] == 1;
 }
 
-rad_error_t launch_wgmma(const Args &a)
+rad_error_t launch_wgmma2(const Args &a)
 {
     if (a.group != 128 || !wgmma_available()) return launch_tile_group<2, 8, 2>(a);
-    const int64_t rows_per_block = 16 * kWgWarps;
-    const int64_t row_blocks = (a.n + rows_per_block - 1) / rows_per_block;
-    const int64_t chunks = (a.m + kWgTokens - 1) / kWgTokens;
+    const int64_t row_blocks = (a.n + 63) / 64;
+    const int64_t chunks = (a.m + kWg2Tokens - 1) / kWg2Tokens;
     const int64_t blocks = row_blocks * chunks;
     if (blocks > 0x7fffffffLL) return (rad_error_t)RADIANCE_GPU_EINVAL;
-    rad_error_t err = rad_func_set_max_dynamic_smem(apply_wgmma_kernel, kWgSmem);
+    rad_error_t err = rad_func_set_max_dynamic_smem(apply_wgmma2_kernel, kWg2Smem);
     if (err != RAD_SUCCESS) return err;
-    apply_wgmma_kernel<<<(unsigned)blocks, kWgWarps * 32, kWgSmem, a.stream>>>(a.x, a.m, a.k, a.packed, a.scales,
-                                                                              a.bias, a.n, a.out, chunks);
+    apply_wgmma2_kernel<<<(unsigned)blocks, 128, kWg2Smem, a.stream>>>(a.x, a.m, a.k, a.packed, a.scales, a.bias, a.n,
+                                                                       a.out, chunks);
     return rad_get_last_error();
 }
+
 
 template <int GROUP, int MT, int NT, int S>
 rad_error_t launch_stream(const Args &a)
@@ -1016,7 +995,8 @@ enum {
     kStreamM2s8 = 23,
     kStreamM2n2s6 = 24,
     kWgmma = 25,
-    kVariants = 26
+    kWgmma2 = 26,
+    kVariants = 27
 };
 
 int device_sm_cached(void)
@@ -1033,10 +1013,12 @@ rad_error_t dispatch(const Args &a, int variant)
     const bool has_mma = device_sm_cached() >= 80;
     if (variant == kAuto) {
         if (!has_mma) variant = kVector;
-        else if (a.m <= 8) variant = kStream1s12;
+        /* picked from the H200 measurements in benchmarks/PERF_LOG.md (2026-11-30) */
+        else if (a.m <= 4) variant = kStream1s8;
+        else if (a.m <= 8) variant = kStreamM2s8;
         else if (a.m <= 16) variant = kTile2x2;
         else if (a.m <= 32) variant = kTile2x4;
-        else variant = kWgmma;
+        else variant = kTile2x8;
     }
     if (variant != kVector && !has_mma) return (rad_error_t)RADIANCE_GPU_EINVAL;
     switch (variant) {
@@ -1051,7 +1033,8 @@ rad_error_t dispatch(const Args &a, int variant)
     case kStream2s6: return launch_stream_group<1, 2, 6>(a);
     case kStream1s12: return launch_stream_group<1, 1, 12>(a);
     case kStreamM2s8: return launch_stream_group<2, 1, 8>(a);
-    case kWgmma: return launch_wgmma(a);
+    case kWgmma: return launch_wgmma2(a);
+    case kWgmma2: return launch_wgmma2(a);
     default: return (rad_error_t)RADIANCE_GPU_EINVAL;
     }
 }

@@ -2,19 +2,19 @@
  * quantize.hip - int4 group quantization of a weight matrix on the GPU, bit-identical to the CPU
  * rule in csrc/ (see DESIGN.md): one pass over the weight, every clip ratio tried in registers.
  *
- * One thread per two packed words (8 consecutive columns each): words i and i + G/16 of a group.
- * The G/16 threads of one group (2..16) sit in consecutive lanes of one warp, so the group's amax
- * and the squared-error tree are shuffle-xor reductions inside that lane segment, in exactly the
- * CPU's order: per word e0 + e1 + ... + e7 left to right, then p[i] += p[i + h] for h = G/16
- * (inside the thread), G/32, ..., 1 (lane i and lane i^h add the same two numbers, and
- * a + b == b + a bitwise).
+ * One thread per four packed words (8 consecutive columns each): words j, j + L, j + 2L, j + 3L of
+ * a group, L = G/32 lanes per group (1..8), consecutive lanes of one warp. The group's amax and
+ * the squared-error tree are in-thread steps plus shuffle-xor reductions inside that lane segment,
+ * in exactly the CPU's order: per word e0 + e1 + ... + e7 left to right, then p[i] += p[i + h] for
+ * h = G/16 and G/32 (inside the thread), G/64, ..., 1 (lane i and lane i^h add the same two
+ * numbers, and a + b == b + a bitwise).
  */
 #include "compat.h"
 #include "radiance_gpu.h"
 
 namespace {
 
-constexpr int kThreads = 256;
+constexpr int kThreads = 128;
 constexpr float kRoundMagic = 12582912.0f; /* 1.5 * 2^23: x + M - M == rint(x) for |x| < 2^22 */
 
 /* Candidate ratio R (index into 1.0, 0.95, 0.9, 0.85, 0.8): c_r = (float)(r / 7.0) in double. */
@@ -54,8 +54,13 @@ __device__ __forceinline__ float clamp_for_ratio(float t)
 /* Words per thread: a thread holds words i and i + G/16 of its group, so the first level of the
  * error tree (p[i] + p[i + G/16]) is inside the thread and the per-ratio work of one lane (the
  * scale, its reciprocal, the shuffles) is shared by 16 weights. */
-constexpr int kWords = 2;
+constexpr int kWords = 4;
 constexpr int kElems = 8 * kWords;
+/* lanes per group and the word stride between a thread's words */
+template <int GROUP>
+struct Lanes {
+    static constexpr int value = GROUP / (8 * kWords);
+};
 
 /*
  * For ratio R: s[e] = rint(clamp(RN(v[e] / sf))) + M, and the group's squared error in the CPU's
@@ -82,9 +87,11 @@ __device__ __forceinline__ float try_scale(const float v[kElems], float sf, floa
         const float sq = rad_mul_rn(d, d);
         p[e / 8] = (e % 8) == 0 ? sq : rad_add_rn(p[e / 8], sq);
     }
-    float err = rad_add_rn(p[0], p[1]);
+    /* the thread holds words j + w * L (w = 0..3, L = lanes per group): tree levels h = 2L and
+     * h = L are inside the thread, the rest are shuffles */
+    float err = rad_add_rn(rad_add_rn(p[0], p[2]), rad_add_rn(p[1], p[3]));
 #pragma unroll
-    for (int h = GROUP / 32; h >= 1; h /= 2) err = rad_add_rn(err, rad_shfl_xor(err, h));
+    for (int h = Lanes<GROUP>::value / 2; h >= 1; h /= 2) err = rad_add_rn(err, rad_shfl_xor(err, h));
     return err;
 }
 
@@ -158,7 +165,7 @@ __device__ __forceinline__ void word_to_float(const uint32_t *u, float *v)
 template <int GROUP>
 __device__ __forceinline__ int64_t first_word(int64_t tile)
 {
-    constexpr int kLanesPerGroup = GROUP / 16;
+    constexpr int kLanesPerGroup = Lanes<GROUP>::value;
     return tile * (kThreads * kWords) + (threadIdx.x / kLanesPerGroup) * (GROUP / 8) + threadIdx.x % kLanesPerGroup;
 }
 
@@ -204,7 +211,7 @@ __device__ __forceinline__ void quantize_words(const Raw<DTYPE> &raw, int64_t wo
                                                int32_t *__restrict__ packed, uint16_t *__restrict__ scales,
                                                unsigned long long *__restrict__ first_bad_row)
 {
-    constexpr int kLanesPerGroup = GROUP / 16;
+    constexpr int kLanesPerGroup = Lanes<GROUP>::value;
     bool nonfinite;
     float amax = raw_amax<DTYPE>(raw, nonfinite);
     if (nonfinite && active) rad_atomic_min_u64(first_bad_row, (unsigned long long)(word / words_per_row));
@@ -212,8 +219,8 @@ __device__ __forceinline__ void quantize_words(const Raw<DTYPE> &raw, int64_t wo
     for (int h = kLanesPerGroup / 2; h >= 1; h /= 2) amax = fmaxf(amax, rad_shfl_xor(amax, h));
 
     float v[kElems];
-    word_to_float<DTYPE>(raw.u[0], v);
-    word_to_float<DTYPE>(raw.u[1], v + 8);
+#pragma unroll
+    for (int wi = 0; wi < kWords; wi++) word_to_float<DTYPE>(raw.u[wi], v + 8 * wi);
 
     float best_s[kElems];
     float best_sf = group_scale(amax, clip_coefficient<0>());
@@ -234,7 +241,7 @@ __device__ __forceinline__ void quantize_words(const Raw<DTYPE> &raw, int64_t wo
         uint32_t out = 0;
 #pragma unroll
         for (int e = 0; e < 8; e++) out |= (rad_float_to_bits(best_s[8 * wi + e]) & 15u) << kShift[e];
-        packed[word + wi * (GROUP / 16)] = (int32_t)(out ^ 0x88888888u);
+        packed[word + wi * kLanesPerGroup] = (int32_t)(out ^ 0x88888888u);
     }
     if (threadIdx.x % kLanesPerGroup == 0) scales[word / (GROUP / 8)] = (uint16_t)(rad_float_to_bits(best_sf) >> 16);
 }
@@ -245,7 +252,7 @@ __device__ __forceinline__ void quantize_words(const Raw<DTYPE> &raw, int64_t wo
  * ratios is what this kernel spends its time on; the loads hide behind it).
  */
 template <int DTYPE, bool VEC, int GROUP, bool MSE>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, (DTYPE != RADIANCE_F32 && GROUP >= 64) ? 4 : 1)
 quantize_kernel(const void *__restrict__ w, int64_t total_words, int64_t words_per_row, int64_t tiles,
                 int32_t *__restrict__ packed, uint16_t *__restrict__ scales,
                 unsigned long long *__restrict__ first_bad_row)
@@ -256,8 +263,9 @@ quantize_kernel(const void *__restrict__ w, int64_t total_words, int64_t words_p
     {
         const int64_t word = first_word<GROUP>(tile);
         if (word < total_words) {
-            load_word_raw<DTYPE, VEC>(w, word, cur.u[0]);
-            load_word_raw<DTYPE, VEC>(w, word + GROUP / 16, cur.u[1]);
+#pragma unroll
+            for (int wi = 0; wi < kWords; wi++)
+                load_word_raw<DTYPE, VEC>(w, word + wi * Lanes<GROUP>::value, cur.u[wi]);
         }
     }
     for (; tile < tiles; tile += gridDim.x) {
@@ -267,8 +275,9 @@ quantize_kernel(const void *__restrict__ w, int64_t total_words, int64_t words_p
         const bool active = word < total_words;
         const int64_t next_word = first_word<GROUP>(tile + gridDim.x);
         if (next_word < total_words) {
-            load_word_raw<DTYPE, VEC>(w, next_word, next.u[0]);
-            load_word_raw<DTYPE, VEC>(w, next_word + GROUP / 16, next.u[1]);
+#pragma unroll
+            for (int wi = 0; wi < kWords; wi++)
+                load_word_raw<DTYPE, VEC>(w, next_word + wi * Lanes<GROUP>::value, next.u[wi]);
         }
         if (!active) cur = Raw<DTYPE>{}; /* zeros: shuffles stay defined, nothing is stored */
         quantize_words<DTYPE, GROUP, MSE>(cur, word, active, words_per_row, packed, scales, first_bad_row);
