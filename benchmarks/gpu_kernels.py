@@ -28,12 +28,12 @@ RATIOS_MSE = (1.0, 0.95, 0.9, 0.85, 0.8)
 F32, F16, BF16 = 0, 1, 2
 CLIP_RTN, CLIP_MSE = 0, 1
 # apply variants (hip/gemv_int4.hip): 0 = automatic choice by m
-VARIANTS = {"auto": 0, "vector": 1, "mma1x1": 2, "mma1x2": 3, "tile2x2": 13, "tile2x4": 14, "tile2x8": 15,
-            "tile1x8": 16, "stream1s8": 18, "stream2s6": 20, "stream1s12": 21, "streamM2s8": 23, "wgmma": 25}
+VARIANTS = {"auto": 0, "vector": 1, "mma1x1": 2, "tile2x2": 13, "tile2x4": 14, "tile2x8": 15,
+            "stream1s8": 18, "streamM2s8": 23, "wgmma": 25}
 # which variants the timing mode tries per m on the first head (the others get "auto" only)
 TIME_VARIANTS = {
-    1: "auto,mma1x1,stream1s8,stream1s12",
-    4: "auto,mma1x1,stream1s8,stream1s12",
+    1: "auto,mma1x1,stream1s8",
+    4: "auto,mma1x1,stream1s8",
     8: "auto,mma1x1,stream1s8,streamM2s8",
     16: "auto,tile2x2,tile2x4,wgmma",
     64: "auto,tile2x8,wgmma",
