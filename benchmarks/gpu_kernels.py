@@ -410,7 +410,9 @@ def cmd_check(args):
     import torch
     L = Lib(args.lib)
     print("backend", L.lib.radiance_gpu_backend().decode(), torch.cuda.get_device_name())
-    rng = np.random.default_rng(int(time.time()) if args.seed is None else args.seed)
+    seed = int(time.time()) if args.seed is None else args.seed
+    print("seed", seed, "(rerun with --seed to reproduce)")
+    rng = np.random.default_rng(seed)
     failures = []
     t0 = time.time()
     check_quantize(L, rng, torch, failures, args.big)
