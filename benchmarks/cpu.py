@@ -25,6 +25,8 @@ from reference import quantize_reference  # noqa: E402  (the NumPy version of th
 
 try:
     import torch
+
+    from seed_torch import seed_pack, seed_quantize
 except ImportError:  # the torch column is left out
     torch = None
 
@@ -42,32 +44,10 @@ def best_time(fn, repeat=3, min_time=0.0):
     return min(times)
 
 
-def torch_seed_quantize(w, group_size=128, ratios=(1.0, 0.95, 0.9, 0.85, 0.8), chunk=8192):
-    """The seed algorithm in plain torch: every ratio over the whole (chunked) tensor."""
-    n, k = w.shape
-    packed = torch.empty((n, k // 8), dtype=torch.int32)
-    scales = torch.empty((n, k // group_size), dtype=torch.bfloat16)
-    shifts = torch.tensor([0, 16, 4, 20, 8, 24, 12, 28], dtype=torch.int64)
-    for r0 in range(0, n, chunk):
-        g = w[r0 : r0 + chunk].float().view(-1, k // group_size, group_size)
-        amax = g.abs().amax(-1, keepdim=True)
-        best_err = best_q = best_s = None
-        for r in ratios:
-            s = torch.clamp(amax * (r / 7), min=1e-8).to(torch.bfloat16).float()
-            q = torch.clamp(torch.round(g / s), -8, 7)
-            err = ((q * s - g) ** 2).sum(-1, keepdim=True)
-            if best_err is None:
-                best_err, best_q, best_s = err, q, s
-            else:
-                better = err < best_err
-                best_err = torch.where(better, err, best_err)
-                best_q = torch.where(better, q, best_q)
-                best_s = torch.where(better, s, best_s)
-        nib = (best_q + 8).to(torch.int64).view(g.shape[0], k // 8, 8)
-        words = (nib << shifts).sum(-1)
-        packed[r0 : r0 + chunk] = torch.where(words >= 2**31, words - 2**32, words).to(torch.int32)
-        scales[r0 : r0 + chunk] = best_s.view(g.shape[0], -1).to(torch.bfloat16)
-    return packed, scales
+def torch_seed_quantize(w, group_size=128, clip="mse", chunk=8192):
+    """The seed algorithm in torch, in row chunks so its fp32 transients fit in memory here."""
+    for r0 in range(0, w.shape[0], chunk):
+        seed_pack(*seed_quantize(w[r0 : r0 + chunk], group_size, clip))
 
 
 def read_bandwidth():
@@ -95,9 +75,8 @@ def bench_head(n, k, args, rng, bandwidth):
         line = {"op": f"quantize {clip}", "radiance s": ours, "numpy s": np_time}
         if torch is not None:
             wt = torch.from_numpy(w[:peer_rows].view(np.int16)).view(torch.bfloat16)
-            ratios = (1.0, 0.95, 0.9, 0.85, 0.8) if clip == "mse" else (1.0,)
             line["torch s"] = scale_up * best_time(
-                lambda: torch_seed_quantize(wt, group_size, ratios), repeat=1
+                lambda: torch_seed_quantize(wt, group_size, clip), repeat=1
             )
         rows.append(line)
     packed, scales = radiance.quantize_rows(w, group_size)

@@ -19,6 +19,7 @@ import time
 import torch
 
 import radiance
+from seed_torch import seed_quantize
 
 try:
     from triton.testing import do_bench
@@ -111,26 +112,6 @@ def peers(n, k, group, l2):
     return out
 
 
-def seed_quantize_torch(w, group=128, ratios=(1.0, 0.95, 0.9, 0.85, 0.8)):
-    """The seed algorithm in plain torch (whole tensor, fp32 transients)."""
-    n, k = w.shape
-    g = w.float().view(n, k // group, group)
-    amax = g.abs().amax(-1, keepdim=True)
-    best_err = best_q = best_s = None
-    for r in ratios:
-        s = torch.clamp(amax * (r / 7), min=1e-8).to(torch.bfloat16).float()
-        q = torch.clamp(torch.round(g / s), -8, 7)
-        err = ((q * s - g) ** 2).sum(-1, keepdim=True)
-        if best_err is None:
-            best_err, best_q, best_s = err, q, s
-        else:
-            better = err < best_err
-            best_err, best_q, best_s = (torch.where(better, err, best_err),
-                                        torch.where(better, q, best_q),
-                                        torch.where(better, s, best_s))
-    return best_q, best_s
-
-
 def bench_quantize(n, k, read_gbs):
     w = torch.randn(n, k, device=DEV, dtype=torch.bfloat16) * 0.02
     rows = {}
@@ -139,11 +120,10 @@ def bench_quantize(n, k, read_gbs):
         scales = torch.empty(n, k // 128, dtype=torch.bfloat16, device=DEV)
         ours = median_us(lambda: radiance.quantize_rows(w, 128, clip, packed_out=packed,
                                                         scales_out=scales), rep_ms=300)
-        ratios = (1.0, 0.95, 0.9, 0.85, 0.8) if clip == "mse" else (1.0,)
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
         base = torch.cuda.memory_allocated()
-        seed = median_us(lambda: seed_quantize_torch(w, 128, ratios), warmup_ms=20, rep_ms=300)
+        seed = median_us(lambda: seed_quantize(w, 128, clip), warmup_ms=20, rep_ms=300)
         transient = torch.cuda.max_memory_allocated() - base
         rows[clip] = {"radiance_us": ours, "torch_seed_us": seed, "speedup": seed / ours,
                       "torch_seed_transient_GiB": transient / 2**30}

@@ -462,29 +462,9 @@ def bench(fn, torch):
     return triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median") * 1000.0  # us
 
 
-def seed_quantize_torch(w, group, mse=True):
-    """The plain-torch MSE clip search (the seed algorithm)."""
-    import torch
-    n, k = w.shape
-    wg = w.float().view(n, k // group, group)
-    amax = wg.abs().amax(dim=2, keepdim=True)
-    best_err = best_q = best_s = None
-    for r in (RATIOS_MSE if mse else (1.0,)):
-        s = (amax * (r / 7.0)).clamp_min(1e-8).to(torch.bfloat16).float()
-        q = torch.clamp(torch.round(wg / s), -8, 7)
-        err = ((q * s - wg) ** 2).sum(dim=2, keepdim=True)
-        if best_err is None:
-            best_err, best_q, best_s = err, q, s
-        else:
-            better = err < best_err
-            best_err = torch.where(better, err, best_err)
-            best_q = torch.where(better, q, best_q)
-            best_s = torch.where(better, s, best_s)
-    return best_q.to(torch.int8), best_s
-
-
 def cmd_time(args):
     import torch
+    from seed_torch import seed_quantize
     L = Lib(args.lib)
     stream = torch.cuda.current_stream().cuda_stream
     dev = torch.cuda.get_device_properties(0)
@@ -542,7 +522,7 @@ def cmd_time(args):
         for mse in (True, False):
             torch.cuda.synchronize()
             t0 = time.perf_counter()
-            seed_quantize_torch(w, 128, mse)
+            seed_quantize(w, 128, "mse" if mse else "rtn")
             torch.cuda.synchronize()
             report(f"quantize seed torch {'mse' if mse else 'rtn'} {n}x{k} g128", (time.perf_counter() - t0) * 1e6)
     del w
