@@ -86,41 +86,13 @@ def f32_to_bf16_rne_bits(f):
 
 
 def ref_quantize(w32, group, clip):
-    """w32: float32 [N, K] (exact image of the input). Returns (packed int32 [N,K/8], scales uint16)."""
-    n, k = w32.shape
-    wg = w32.reshape(n, k // group, group)
-    amax = np.abs(wg).max(axis=2)
-    ratios = RATIOS_MSE if clip == CLIP_MSE else (1.0,)
-    best_err = best_q = best_sf = None
-    for r in ratios:
-        c = np.float32(r / 7.0)
-        m = np.maximum(amax * c, np.float32(1e-8))
-        sf = bf16_bits_to_f32(f32_to_bf16_rne_bits(m))
-        q = np.rint(wg / sf[..., None])
-        q = np.minimum(np.maximum(q, np.float32(-8)), np.float32(7))
-        d = q * sf[..., None] - wg
-        e = (d * d).reshape(n, k // group, group // 8, 8)
-        p = e[..., 0].copy()
-        for j in range(1, 8):
-            p = p + e[..., j]
-        h = group // 16
-        while h >= 1:
-            p = p[..., :h] + p[..., h:2 * h]
-            h //= 2
-        err = p[..., 0]
-        if best_err is None:
-            best_err, best_q, best_sf = err, q, sf
-        else:
-            better = err < best_err
-            best_err = np.where(better, err, best_err)
-            best_q = np.where(better[..., None], q, best_q)
-            best_sf = np.where(better, sf, best_sf)
-    nib = (best_q.reshape(n, k // 8, 8) + 8).astype(np.uint32)
-    words = np.zeros((n, k // 8), dtype=np.uint32)
-    for e_, s in enumerate(SHIFTS):
-        words |= nib[..., e_] << np.uint32(s)
-    scales = (best_sf.view(np.uint32) >> 16).astype(np.uint16)
-    return words.view(np.int32), scales
+    """w32: float32 [N, K] (exact image of the input). Returns (packed int32 [N,K/8], scales uint16),
+    from the project's independent NumPy reference of the rule (tests/reference.py)."""
+    sys.path.insert(0, os.path.join(ROOT, "tests"))
+    from reference import pack_reference, quantize_reference
+
+    nibbles, scales = quantize_reference(w32, group, "mse" if clip == CLIP_MSE else "rtn")
+    return pack_reference(nibbles), scales.view(np.uint16)
 
 
 def unpack_q(words):
