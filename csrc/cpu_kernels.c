@@ -46,9 +46,9 @@ static inline float bits_float(uint32_t u) {
     return f;
 }
 
-float rad_bf16_to_float(uint16_t bits) { return bits_float((uint32_t)bits << 16); }
+static float rad_bf16_to_float(uint16_t bits) { return bits_float((uint32_t)bits << 16); }
 
-uint16_t rad_float_to_bf16(float value) {
+static uint16_t rad_float_to_bf16(float value) {
     uint32_t u = float_bits(value);
     if ((u & 0x7fffffffu) > 0x7f800000u) /* NaN: keep it a (quiet) NaN */
         return (uint16_t)((u >> 16) | 0x0040u);
@@ -56,7 +56,7 @@ uint16_t rad_float_to_bf16(float value) {
     return (uint16_t)(u >> 16);
 }
 
-float rad_f16_to_float(uint16_t h) {
+static float rad_f16_to_float(uint16_t h) {
     uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
     uint32_t exponent = (h >> 10) & 0x1fu;
     uint32_t mantissa = h & 0x3ffu;
@@ -212,8 +212,6 @@ RAD_INLINE float round_half_even_small(float x) {
     const float magic = 12582912.0f;
     return (x + magic) - magic;
 }
-
-static inline float bf16_round(float x) { return bits_float((uint32_t)rad_float_to_bf16(x) << 16); }
 
 /*
  * The fixed summation order of a group's squared error (the GPU kernels reproduce it):
@@ -427,7 +425,7 @@ RAD_INLINE v8f load_v8f(const float *p) {
     return v;
 }
 
-/* Rows [row0, row1) of the head against rows [m0, m0 + mb) of x. */
+/* One row of the head against rows [m0, m0 + mb) of x. */
 RAD_INLINE void apply_block(const struct apply_ctx *c, int64_t row, int64_t m0, int mb) {
     const v8i shifts = {0, 16, 4, 20, 8, 24, 12, 28};
     const v8i mask = {15, 15, 15, 15, 15, 15, 15, 15};

@@ -51,9 +51,4 @@ int rad_cpu_apply(const void *x, int x_dtype, int64_t m, int64_t k, const int32_
                   const uint16_t *scales, const void *bias, int bias_dtype, int64_t n,
                   int group_size, uint16_t *out);
 
-/* Conversions shared with the module and the tests of the format. */
-float rad_bf16_to_float(uint16_t bits);
-uint16_t rad_float_to_bf16(float value);
-float rad_f16_to_float(uint16_t bits);
-
 #endif /* RADIANCE_CPU_KERNELS_H */
