@@ -28,16 +28,18 @@ RATIOS_MSE = (1.0, 0.95, 0.9, 0.85, 0.8)
 F32, F16, BF16 = 0, 1, 2
 CLIP_RTN, CLIP_MSE = 0, 1
 # apply variants (hip/gemv_int4.hip): 0 = automatic choice by m
-VARIANTS = {"auto": 0, "vector": 1, "mma1x1": 2, "tile2x2": 13, "tile2x4": 14, "tile2x8": 15,
-            "stream1s8": 18, "streamM2s8": 23, "wgmma": 25}
+VARIANTS = {"auto": 0, "vector": 1, "mma1x1": 2, "tile2x2": 3, "tile2x4": 4, "tile2x8": 5, "stream": 6,
+            "streamM2": 7, "wgmma32": 8, "wgmma64": 9}
 # which variants the timing mode tries per m on the first head (the others get "auto" only)
 TIME_VARIANTS = {
-    1: "auto,mma1x1,stream1s8",
-    4: "auto,mma1x1,stream1s8",
-    8: "auto,mma1x1,stream1s8,streamM2s8",
-    16: "auto,tile2x2,tile2x4,wgmma",
-    64: "auto,tile2x8,wgmma",
-    256: "auto,tile2x8,wgmma",
+    1: "auto,mma1x1",
+    4: "auto",
+    8: "auto,streamM2,tile2x2",
+    16: "auto,stream,wgmma32",
+    32: "auto,tile2x4,wgmma64",
+    64: "auto,tile2x8,wgmma32",
+    128: "auto,tile2x8",
+    256: "auto,tile2x8",
 }
 
 
@@ -501,7 +503,7 @@ def cmd_time(args):
     torch.cuda.empty_cache()
 
     heads = [(248320, 5120), (151936, 5120), (128256, 4096), (262144, 640), (49152, 576)]
-    ms = (1, 4, 8, 16, 64, 256)
+    ms = (1, 4, 8, 16, 32, 64, 128, 256)
     if args.quick:
         heads = heads[:1]
     summary = []
@@ -638,7 +640,7 @@ def cmd_profile(args):
     packed = torch.empty((n, k // 8), dtype=torch.int32, device="cuda")
     scales = torch.empty((n, k // 128), dtype=torch.int16, device="cuda")
     L.quantize(w, 128, CLIP_MSE, packed, scales, stream)
-    for m, v in ((1, "stream1s8"), (8, "stream1s8"), (64, "wgmma"), (256, "wgmma")):
+    for m, v in ((1, "stream"), (16, "tile2x2"), (64, "wgmma64")):
         x = torch.randn(m, k, device="cuda").to(torch.bfloat16).view(torch.int16)
         out = torch.empty((m, n), dtype=torch.int16, device="cuda")
         L.apply(x, packed, scales, None, 128, out, stream, VARIANTS[v])

@@ -10,16 +10,16 @@
  * one bf16x2 fma takes the 136 off exactly. Which k an mma slot holds is free as long as x is fed
  * in the same order, so thread t feeds x at its own word's columns (one 16-byte load per word).
  * Each group is summed in fp32 accumulators of its own and then scaled into the fp32 total.
- *   m <= 8    apply_stream_kernel: a warp per 16 (or 32) rows, the packed words streamed through
- *             a per-warp cp.async ring in shared memory (8 steps of 128 columns in flight), the
+ *   m <= 8    apply_stream_kernel: a warp per 16 rows, the packed words streamed through a
+ *             per-warp cp.async ring in shared memory in 256-byte visits to each row, the
  *             activations read from L1 one step ahead. G >= 128; smaller groups use
  *             apply_mma_kernel (the same with a register pipeline).
- *   m <= 32   apply_tile_kernel: the activations of 512 columns x 8 * NT tokens staged in shared
+ *   m <= 16   apply_tile_kernel: the activations of 512 columns x 8 * NT tokens staged in shared
  *             memory once per block (cp.async, double-buffered) and shared by 8 warps.
- *   m > 32    apply_tile_kernel with 64 tokens per block; more tokens are more blocks, adjacent
- *             in launch order so they share the weights through L2.
- *   apply_wgmma2_kernel (sm_90a, G = 128, wgmma m64n64k16 with the weights as register A) is
- *   correct but not yet faster than the tiled mma.sync kernel; it is reachable only as a variant.
+ *   m > 16    sm_90a, G >= 128: apply_wgmma_pipe_kernel, wgmma m64n32k16 / m64n64k16 with the
+ *             weights as register A, 256 rows x 32 or 64 tokens per block; more tokens are more
+ *             blocks, adjacent in launch order so they share the weights through L2. Elsewhere
+ *             apply_tile_kernel with 32 or 64 tokens per block.
  * AMD (and NVIDIA before sm_80): apply_vector_kernel, one wave per row, fp32 FMAs, for every m.
  *
  * Nothing here allocates or synchronizes, so a call can be captured in a CUDA/HIP graph.
@@ -80,6 +80,7 @@ __device__ __forceinline__ uint32_t dequant_pair(uint32_t w, int shift)
     const uint32_t biased = rad_nibble_pair_or(w >> shift, 0x43004300u);
     return rad_fma_bf16x2(biased, 0x3F803F80u /* 1, 1 */, 0xC308C308u /* -136, -136 */);
 }
+
 #endif
 
 template <int GROUP, int MT>
@@ -244,54 +245,92 @@ apply_mma_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const int
 #endif
 }
 
-/* ------------------------------------------------------------------------------------------ */
-/* Matrix path, streaming: the same warp tile (16 rows, 8 * NT tokens) for G >= 128, but the     */
-/* packed words travel through a per-warp ring of S steps in shared memory (cp.async), so many   */
-/* more bytes are in flight per multiprocessor than registers would hold. Each thread reads     */
-/* back only the 32 bytes it copied itself, so no barrier is needed.                             */
-/* ------------------------------------------------------------------------------------------ */
 constexpr int kStreamWarps = 4;
 
-template <int MT, int S>
+/* ------------------------------------------------------------------------------------------ */
+/* Matrix path, streaming (m <= 8, G >= 128): a warp owns 16 * MT rows and 8 * NT tokens. The      */
+/* packed words travel through a per-warp ring of D super-steps in shared memory, a super-step    */
+/* being SS steps (64 SS bytes of each row), copied by cp.async with 4 SS lanes per row so that  */
+/* each copy instruction reads 64 SS contiguous bytes of a row. Reading 64 bytes of 16 rows per   */
+/* step holds the H200 to about 3.3 TB/s, 128 bytes to 4.0, 256 bytes and more to the full      */
+/* 4.3-4.4 TB/s (benchmarks/read_probe.cu). In the ring, 16-byte chunk c of row r sits at        */
+/* c ^ 4 (r & 1), so that the 16-byte reads of a step (rows g and g + 1 in one phase) fall on    */
+/* distinct banks. Lanes read what other lanes copied: __syncwarp after the cp.async wait.       */
+/* ------------------------------------------------------------------------------------------ */
+template <int MT, int SS, int D>
 struct StreamSmem {
-    static constexpr int bytes = kStreamWarps * S * MT * 2 * 32 * 16;
+    static constexpr int slot = 16 * MT * 64 * SS;
+    static constexpr int bytes = kStreamWarps * D * slot;
 };
 
-template <int GROUP, int MT, int NT, int S>
+template <int GROUP, int MT, int NT, int SS, int D>
 __global__ void __launch_bounds__(kStreamWarps * 32, MT * NT == 1 ? 4 : 1)
 apply_stream_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const int32_t *__restrict__ packed,
-                    const uint16_t *__restrict__ scales, const uint16_t *__restrict__ bias, int64_t n,
-                    uint16_t *__restrict__ out, int64_t token_chunks)
+                       const uint16_t *__restrict__ scales, const uint16_t *__restrict__ bias, int64_t n,
+                       uint16_t *__restrict__ out, int64_t token_chunks)
 {
 #if defined(RAD_HAS_MMA_BF16)
-    static_assert(GROUP >= 128, "one 16-byte copy per row and step");
+    static_assert(GROUP >= 128, "one scale per row and step");
     extern __shared__ __align__(16) unsigned char smem[];
-    constexpr int kRows = 2 * MT; /* rows g and g + 8 of each m-tile */
+    constexpr int kRowsW = 16 * MT;
+    constexpr int kRowBytes = 64 * SS;                 /* one visit */
+    constexpr int kSlot = StreamSmem<MT, SS, D>::slot;
+    constexpr int kLanesPerRow = 4 * SS;               /* 16-byte pieces per visit */
+    constexpr int kCopies = kRowsW * kLanesPerRow / 32; /* per lane and super-step */
     const int lane = threadIdx.x & 31;
     const int warp = threadIdx.x >> 5;
     const int g = lane >> 2, t = lane & 3;
     const int64_t chunk = (int64_t)blockIdx.x % token_chunks;
     const int64_t row_block = (int64_t)blockIdx.x / token_chunks;
-    const int64_t row0 = (row_block * kStreamWarps + warp) * (16 * MT);
+    const int64_t row0 = (row_block * kStreamWarps + warp) * kRowsW;
     if (row0 >= n) return; /* whole warp; no block-wide barriers in this kernel */
     const int64_t tok0 = chunk * (8 * NT);
     const int64_t kw = k / 8, ng = k / GROUP;
-    const int nsteps = (int)(kw / kStepWords); /* k % 128 == 0 for G >= 128 */
+    const int nsteps = (int)(kw / kStepWords);
+    const int nsuper = (nsteps + SS - 1) / SS;
+    unsigned char *ring = smem + warp * (D * kSlot);
 
-    /* ring slot (stage, row): 32 lanes x 16 bytes, lane-contiguous (conflict-free) */
-    unsigned char *ring = smem + warp * (S * kRows * 32 * 16) + lane * 16;
-    const int32_t *wsrc[kRows];   /* next step to copy into the ring */
-    const uint16_t *srow[kRows];
+    /* copies: piece c = lane % kLanesPerRow (step c / 4 of the super-step) of rows
+     * lane / kLanesPerRow + (32 / kLanesPerRow) i */
+    const int cpiece = lane % kLanesPerRow, crow = lane / kLanesPerRow;
+    const int32_t *csrc = packed + (row0 + crow) * kw + 4 * cpiece;
+    auto issue = [&](int j) __attribute__((always_inline)) {
+        if (j < nsuper && j * SS + (cpiece >> 2) < nsteps) {
+            unsigned char *slot = ring + (j % D) * kSlot;
 #pragma unroll
-    for (int r = 0; r < kRows; r++) {
-        int64_t row = row0 + 16 * (r >> 1) + g + 8 * (r & 1);
-        row = row < n ? row : n - 1; /* rows past the end compute garbage and store nothing */
-        wsrc[r] = packed + row * kw + 4 * t;
-        srow[r] = scales + row * ng;
-    }
+            for (int i = 0; i < kCopies; i++) {
+                const int r = crow + (32 / kLanesPerRow) * i;
+                const bool ok = row0 + r < n; /* rows past the end: zeros, never stored */
+                rad_cp_async_16(slot + r * kRowBytes + ((cpiece ^ ((r & 1) << 2)) << 4),
+                                ok ? csrc + (int64_t)(r - crow) * kw + (int64_t)j * (SS * kStepWords) : packed, ok);
+            }
+        }
+        rad_cp_async_commit();
+    };
+    /* scales of this thread's rows (16 mt + g + 8 hi) for the 8 steps of a super-step, as pairs
+     * (row g | row g + 8 << 16); rows past the end read row n - 1 */
+    const uint16_t *srow[MT][2];
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int hi = 0; hi < 2; hi++) {
+            int64_t row = row0 + 16 * mt + g + 8 * hi;
+            row = row < n ? row : n - 1;
+            srow[mt][hi] = scales + row * ng;
+        }
+    uint32_t scur[SS][MT], snext[SS][MT];
+    auto load_scales = [&](uint32_t (&dst)[SS][MT], int j) __attribute__((always_inline)) {
+#pragma unroll
+        for (int p = 0; p < SS; p++) {
+            const int step = j * SS + p;
+            const int grp = GROUP == 256 ? step >> 1 : step;
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++)
+                dst[p][mt] = step < nsteps ? (uint32_t)srow[mt][0][grp] | ((uint32_t)srow[mt][1][grp] << 16)
+                                                         : 0u;
+        }
+    };
 
-    /* four independent accumulator chains (word parity x lo/hi), so consecutive mmas of a step do
-     * not wait for each other; summed when the group is scaled */
     float total[MT][NT][4], acc[4][MT][NT][4];
 #pragma unroll
     for (int mt = 0; mt < MT; mt++)
@@ -303,8 +342,7 @@ apply_stream_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const 
 #pragma unroll
                 for (int q = 0; q < 4; q++) acc[q][mt][nt][c] = 0.0f;
             }
-    /* next step's activations; threads of tokens past m load nothing: their registers keep
-     * stale values, which only reach that token's column of the mma result, never stored */
+    /* activations one step ahead, as in apply_stream_kernel */
     const uint16_t *xsrc[NT];
     bool xvalid[NT];
 #pragma unroll
@@ -313,29 +351,11 @@ apply_stream_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const 
         xvalid[nt] = tok < m;
         xsrc[nt] = x + (xvalid[nt] ? tok : 0) * k + 32 * t;
     }
-
-    uint16_t sc[S][kRows];
-#pragma unroll
-    for (int p = 0; p < S - 1; p++) {
-        if (p < nsteps) {
-#pragma unroll
-            for (int r = 0; r < kRows; r++) {
-                rad_cp_async_16(ring + (p * kRows + r) * 512, wsrc[r], true);
-                wsrc[r] += kStepWords;
-                sc[p][r] = srow[r][GROUP == 256 ? p / 2 : p];
-            }
-        }
-        rad_cp_async_commit();
-    }
-    /* activations, loaded one step ahead into alternating register sets (S is even, so the set
-     * of step s is s & 1 at compile time): 4 words x 16 bytes per token */
-    static_assert(S % 2 == 0, "even ring depth");
     rad_u32x4 xb[2][NT][4];
 #pragma unroll
     for (int nt = 0; nt < NT; nt++) {
 #pragma unroll
         for (int i = 0; i < 4; i++) {
-            /* defined but arbitrary contents (no instruction): only ever read for tokens past m */
             uint32_t junk;
             asm("" : "=r"(junk));
             xb[0][nt][i] = rad_u32x4{junk, junk, junk, junk};
@@ -345,25 +365,24 @@ apply_stream_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const 
         xsrc[nt] += kStepWords * 8;
     }
 
-    for (int s0 = 0; s0 < nsteps; s0 += S) {
 #pragma unroll
-        for (int p = 0; p < S; p++) {
-            const int step = s0 + p;
+    for (int p = 0; p < D - 1; p++) issue(p);
+    load_scales(snext, 0);
+
+    for (int j = 0; j < nsuper; j++) {
+        rad_cp_async_wait<D - 2>(); /* this lane's copies of super-step j have landed */
+        __syncwarp();                /* and everyone's; everyone is done with super-step j - 1 */
+        issue(j + D - 1);           /* into the slot of super-step j - 1 */
+#pragma unroll
+        for (int p = 0; p < SS; p++)
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++) scur[p][mt] = snext[p][mt];
+        if (j + 1 < nsuper) load_scales(snext, j + 1);
+        const unsigned char *slot = ring + (j % D) * kSlot;
+#pragma unroll
+        for (int p = 0; p < SS; p++) {
+            const int step = j * SS + p;
             if (step >= nsteps) break;
-            {
-                /* refill the slot the previous step has finished with */
-                const int ahead = step + S - 1;
-                const int slot = (p + S - 1) % S;
-                if (ahead < nsteps) {
-#pragma unroll
-                    for (int r = 0; r < kRows; r++) {
-                        rad_cp_async_16(ring + (slot * kRows + r) * 512, wsrc[r], true);
-                        wsrc[r] += kStepWords;
-                        sc[slot][r] = srow[r][GROUP == 256 ? ahead >> 1 : ahead];
-                    }
-                }
-                rad_cp_async_commit();
-            }
             rad_u32x4 (&xcur)[NT][4] = xb[p & 1];
             rad_u32x4 (&xnext)[NT][4] = xb[(p + 1) & 1];
             if (step + 1 < nsteps) {
@@ -376,11 +395,11 @@ apply_stream_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const 
                     xsrc[nt] += kStepWords * 8;
                 }
             }
-            rad_cp_async_wait<S - 1>();
-            uint32_t wv[kRows][4];
+            uint32_t wv[2 * MT][4];
 #pragma unroll
-            for (int r = 0; r < kRows; r++) {
-                const uint4 v = *(const uint4 *)(ring + (p * kRows + r) * 512);
+            for (int r = 0; r < 2 * MT; r++) {
+                const int row = 16 * (r >> 1) + g + 8 * (r & 1);
+                const uint4 v = *(const uint4 *)(slot + row * kRowBytes + (((4 * p + t) ^ ((g & 1) << 2)) << 4));
                 wv[r][0] = v.x; wv[r][1] = v.y; wv[r][2] = v.z; wv[r][3] = v.w;
             }
 #pragma unroll
@@ -415,7 +434,8 @@ apply_stream_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const 
             if (GROUP == 128 || (step & 1) == 1) {
 #pragma unroll
                 for (int mt = 0; mt < MT; mt++) {
-                    const float s_lo = rad_bf16_to_float(sc[p][2 * mt]), s_hi = rad_bf16_to_float(sc[p][2 * mt + 1]);
+                    const float s_lo = rad_bf16_to_float(scur[p][mt] & 0xffffu);
+                    const float s_hi = rad_bf16_to_float(scur[p][mt] >> 16);
 #pragma unroll
                     for (int nt = 0; nt < NT; nt++) {
 #pragma unroll
@@ -615,131 +635,192 @@ apply_tile_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const in
 }
 
 /* ------------------------------------------------------------------------------------------ */
-/* Matrix path, Hopper (sm_90a, G = 128): wgmma m64n64k16, one warpgroup per block, 64 rows x 64 */
-/* tokens. A = the dequantized weights in registers (the per-warp fragment of wgmma's register  */
-/* A is the mma.sync one), B = the activations in shared memory. The k-slots follow the natural  */
-/* column order, so the activations are a plain K-major copy (16-byte cp.async, double-buffered) */
-/* and each thread t extracts nibble pair t of every word ((w >> 4t) & 0x000F000F is columns 2t, */
-/* 2t+1 of the word): the 4 threads of a quad load the same words (one request) and each         */
-/* dequantizes a quarter of them. One step (128 columns) is one group: 8 wgmmas into a fresh     */
-/* accumulator, then scaled into the fp32 total; other blocks on the SM fill the tensor cores    */
-/* meanwhile (3 warpgroups per SM).                                                               */
+/* Matrix path, Hopper, pipelined (sm_90a, G >= 128): a block of 2 warpgroups owns 256 rows and  */
+/* T (16, 32 or 64) tokens; each warpgroup owns two halves of 64 rows and alternates between     */
+/* them, so that one half's 8 wgmmas (m64nTk16, A = dequantized weights in registers, B = the    */
+/* activations in shared memory) run on the tensor cores while the other half's finished group  */
+/* is scaled into its fp32 total and its next A fragments are built (wgmma.wait_group 1: exact   */
+/* per-group scaling without stalling the tensor cores). Weights and activations of one step    */
+/* (128 columns) travel together through an S-stage cp.async ring shared by the block; 256 rows */
+/* per block keep the activation traffic through L2 no larger than the weight traffic. The      */
+/* k-slots follow the natural column order, so the activations are a plain K-major copy, and   */
+/* thread t takes nibble pair t of every word ((w >> 4t) & 0x000F000F is columns 2t, 2t + 1):  */
+/* the 4 threads of a quad read the same words and each dequantizes a quarter of them.         */
 /* ------------------------------------------------------------------------------------------ */
-constexpr int kWg2Tokens = 64;
-constexpr int kWg2Stages = 3;
-constexpr int kWg2WBytes = 64 * 64;          /* one step of 64 rows: 64 x 16 words */
-constexpr int kWg2XBytes = 8 * 2048;         /* one step of 64 tokens: 8 k16 slices */
-constexpr int kWg2StageBytes = kWg2WBytes + kWg2XBytes;
-constexpr int kWg2Smem = kWg2Stages * kWg2StageBytes;
+constexpr int kWgpRows = 256;
+constexpr int kWgpThreads = 256;
+constexpr int kWgpWBytes = kWgpRows * 64; /* the weights of one step: 256 rows x 16 words */
 
-__global__ void __launch_bounds__(128, 3)
-apply_wgmma2_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const int32_t *__restrict__ packed,
-                    const uint16_t *__restrict__ scales, const uint16_t *__restrict__ bias, int64_t n,
-                    uint16_t *__restrict__ out, int64_t token_chunks)
+template <int T>
+struct WgpCfg {
+    static constexpr int stages = T == 16 ? 8 : 6;
+    static constexpr int xbytes = T * 256; /* 128 columns x T tokens x 2 bytes */
+    static constexpr int stage_bytes = kWgpWBytes + xbytes;
+    static constexpr int smem = stages * stage_bytes;
+};
+
+/* steps per straight pipeline (see the kernel): more overlap, more registers (T = 64 spills at 4) */
+template <int T>
+constexpr int kWgpChunk = T == 64 ? 2 : 4;
+
+template <int V>
+struct IntConstant {
+    static constexpr int value = V;
+};
+
+template <int GROUP, int T>
+__global__ void __launch_bounds__(kWgpThreads, 1)
+apply_wgmma_pipe_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const int32_t *__restrict__ packed,
+                        const uint16_t *__restrict__ scales, const uint16_t *__restrict__ bias, int64_t n,
+                        uint16_t *__restrict__ out, int64_t token_chunks)
 {
 #if defined(RAD_HAS_WGMMA)
+    static_assert(GROUP >= 128, "one scale per row and step");
+    using Cfg = WgpCfg<T>;
+    constexpr int S = Cfg::stages;
+    constexpr int NA = T / 2; /* accumulator floats per thread for one 64-row half */
     extern __shared__ __align__(16) unsigned char smem[];
     const int tid = threadIdx.x;
-    const int lane = tid & 31;
-    const int warp = tid >> 5;
+    const int wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31;
     const int g = lane >> 2, t = lane & 3;
     const int64_t chunk_tok = (int64_t)blockIdx.x % token_chunks;
     const int64_t row_block = (int64_t)blockIdx.x / token_chunks;
-    const int64_t rbase = row_block * 64;
-    const int64_t tok0 = chunk_tok * kWg2Tokens;
-    const int64_t kw = k / 8, ng = k / 128;
+    const int64_t rbase = row_block * kWgpRows;
+    const int64_t tok0 = chunk_tok * T;
+    const int64_t kw = k / 8, ng = k / GROUP;
     const int nsteps = (int)(kw / kStepWords);
+    const int xtokens = (int)(m - tok0 < T ? m - tok0 : T);
     const int shift = 4 * t;
 
-    /* copies of one step, by this thread: 2 x 16 bytes of weights (rows tid/4 and tid/4 + 32,
-     * words 4 * (tid % 4) ...) and 8 x 16 bytes of activations (tokens tid/16 + 8j, word tid % 16) */
-    const int32_t *wsrc[2];
+    /* copies of one step by this thread: 4 x 16 bytes of weights (rows tid / 4 + 64 j, bytes
+     * 16 (tid % 4) of the row's 64) and T / 16 x 16 bytes of activations (word tid % 16 of tokens
+     * tid / 16 + 16 j), the latter placed as the K-major no-swizzle B operand: core matrices of
+     * 8 tokens x 8 columns (128 bytes), the two of a k16 slice 128 bytes apart, 8-token groups
+     * 256 bytes apart, slices 32 T bytes apart. Rows and tokens past the end read nothing: zeros,
+     * never stored. One base pointer each and validity bits keep registers for the accumulators. */
+    const int32_t *wsrc = packed + (rbase + (tid >> 2)) * kw + 4 * (tid & 3);
+    const int64_t wstride = 64 * kw;
+    unsigned wok = 0;
 #pragma unroll
-    for (int j = 0; j < 2; j++) {
-        int64_t row = rbase + tid / 4 + 32 * j;
-        row = row < n ? row : n - 1;
-        wsrc[j] = packed + row * kw + 4 * (tid % 4);
-    }
-    const int wdst = (tid / 4) * 64 + (tid % 4) * 16;
-    const int xw = tid % 16, xt = tid / 16;
+    for (int j = 0; j < 4; j++) wok |= (rbase + (tid >> 2) + 64 * j < n ? 1u : 0u) << j;
+    const int wdst = (tid >> 2) * 64 + (tid & 3) * 16;
+    constexpr int XJ = T / 16;
+    const int xw = tid & 15, xt = tid >> 4;
     const uint16_t *xsrc = x + (tok0 + xt) * k + 8 * xw;
-    const int xdst = kWg2WBytes + (xw >> 1) * 2048 + (xw & 1) * 128 + xt * 16;
-    const int64_t xstride = 8 * k;
-    const int xtokens = (int)(m - tok0 < 64 ? m - tok0 : 64);
-    auto issue = [&](int step) {
-        unsigned char *st = smem + (step % kWg2Stages) * kWg2StageBytes;
+    const int64_t xstride = 16 * k;
+    const int xdst = kWgpWBytes + (xw >> 1) * (32 * T) + (xt >> 3) * 256 + (xw & 1) * 128 + (xt & 7) * 16;
+    auto issue = [&](int step) __attribute__((always_inline)) {
         if (step < nsteps) {
+            unsigned char *st = smem + (step % S) * Cfg::stage_bytes;
 #pragma unroll
-            for (int j = 0; j < 2; j++) rad_cp_async_16(st + wdst + j * 32 * 64, wsrc[j] + (int64_t)step * kStepWords, true);
-            const uint16_t *src = xsrc + (int64_t)step * 128;
+            for (int j = 0; j < 4; j++) {
+                const bool ok = (wok >> j) & 1u;
+                rad_cp_async_16(st + wdst + j * 64 * 64, ok ? wsrc + j * wstride + (int64_t)step * kStepWords : packed,
+                                ok);
+            }
 #pragma unroll
-            for (int j = 0; j < 8; j++) {
-                /* with a source size of 0 nothing is read (the address may lie past the end) */
-                rad_cp_async_16(st + xdst + j * 256, src, xt + 8 * j < xtokens);
-                src += xstride;
+            for (int j = 0; j < XJ; j++) {
+                const bool ok = xt + 16 * j < xtokens;
+                rad_cp_async_16(st + xdst + j * 512, ok ? xsrc + j * xstride + (int64_t)step * 128 : x, ok);
             }
         }
         rad_cp_async_commit();
     };
 
-    int64_t rlo = rbase + warp * 16 + g, rhi = rlo + 8;
-    rlo = rlo < n ? rlo : n - 1;
-    rhi = rhi < n ? rhi : n - 1;
-    const uint16_t *slo = scales + rlo * ng, *shi = scales + rhi * ng;
-
-    float total[32], acc[32];
+    /* this thread's rows: half h, rows g (hi = 0) and g + 8 (hi = 1) of its warp's 16; scales of
+     * rows past the end read as 0 */
+    const int local0 = wg * 128 + warp * 16 + g;
+    const uint16_t *srow = scales + (rbase + local0) * ng;
+    unsigned sok = 0;
 #pragma unroll
-    for (int r = 0; r < 32; r++) total[r] = acc[r] = 0.0f;
+    for (int h = 0; h < 2; h++)
+#pragma unroll
+        for (int hi = 0; hi < 2; hi++) sok |= (rbase + local0 + 64 * h + 8 * hi < n ? 1u : 0u) << (2 * h + hi);
+
+    float total[2][NA], acc[2][NA];
+#pragma unroll
+    for (int h = 0; h < 2; h++)
+#pragma unroll
+        for (int r = 0; r < NA; r++) total[h][r] = acc[h][r] = 0.0f;
+    uint32_t afr[2][8][4];
+    float sc[2][2]; /* scales of the group in flight per half (rows lo, hi) */
 
 #pragma unroll
-    for (int p = 0; p < kWg2Stages - 1; p++) issue(p);
-    float s_lo = rad_bf16_to_float(slo[0]), s_hi = rad_bf16_to_float(shi[0]);
+    for (int p = 0; p < S - 2; p++) issue(p);
 
-    for (int step = 0; step < nsteps; step++) {
-        __syncthreads(); /* every warp is done with the stage the next copy overwrites */
-        issue(step + kWg2Stages - 1);
-        rad_cp_async_wait<kWg2Stages - 1>();
+    /* Step s: this thread's copies of it have landed (S - 3 younger groups may be in flight);
+     * after the barrier everyone's have, and every warpgroup has seen the wgmmas of step s - 2
+     * finish (see run_half), so that slot takes the copies of step s + S - 2. */
+    auto begin_step = [&](int s) __attribute__((always_inline)) {
+        rad_cp_async_wait<S - 3>();
         rad_fence_proxy_async_smem();
-        __syncthreads(); /* this step's weights and activations are in shared memory */
-        const unsigned char *st = smem + (step % kWg2Stages) * kWg2StageBytes;
-        const float sc_lo = s_lo, sc_hi = s_hi;
-        if (step + 1 < nsteps) {
-            s_lo = rad_bf16_to_float(slo[step + 1]);
-            s_hi = rad_bf16_to_float(shi[step + 1]);
+        __syncthreads();
+        issue(s + S - 2);
+        return (const unsigned char *)(smem + (s % S) * Cfg::stage_bytes);
+    };
+    auto fold_half = [&](int h) __attribute__((always_inline)) {
+#pragma unroll
+        for (int r = 0; r < NA; r++) total[h][r] += ((r & 2) ? sc[h][1] : sc[h][0]) * acc[h][r];
+    };
+    /* half h of step s: scale the half's previous group in (once it is done), build the A
+     * fragments from the packed words in shared memory, and queue 8 wgmmas */
+    auto run_half = [&](const unsigned char *st, int s, int h, bool fold) __attribute__((always_inline)) {
+        if (fold) {
+            rad_wgmma_wait<1>(); /* all but the most recent group: this half's previous one */
+            fold_half(h);
         }
-        uint32_t w[2][16];
 #pragma unroll
-        for (int h = 0; h < 2; h++)
+        for (int hi = 0; hi < 2; hi++) {
+            const int grp = GROUP == 256 ? s >> 1 : s;
+            sc[h][hi] = (sok >> (2 * h + hi)) & 1u ? rad_bf16_to_float(srow[(64 * h + 8 * hi) * ng + grp]) : 0.0f;
+        }
 #pragma unroll
-            for (int q = 0; q < 4; q++) {
-                const uint4 v = *(const uint4 *)(st + (warp * 16 + g + 8 * h) * 64 + q * 16);
-                w[h][4 * q] = v.x; w[h][4 * q + 1] = v.y; w[h][4 * q + 2] = v.z; w[h][4 * q + 3] = v.w;
+        for (int q = 0; q < 4; q++)
+#pragma unroll
+            for (int hi = 0; hi < 2; hi++) {
+                const uint4 v = *(const uint4 *)(st + (local0 + 64 * h + 8 * hi) * 64 + q * 16);
+                const uint32_t w4[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+                for (int i = 0; i < 4; i++) {
+                    const int word = 4 * q + i; /* slice word / 2, k-half word % 2 */
+                    afr[h][word >> 1][2 * (word & 1) + hi] = dequant_pair(w4[i], shift);
+                }
             }
-        uint32_t afrag[8][4];
-#pragma unroll
-        for (int sl = 0; sl < 8; sl++) {
-            afrag[sl][0] = dequant_pair(w[0][2 * sl], shift);
-            afrag[sl][1] = dequant_pair(w[1][2 * sl], shift);
-            afrag[sl][2] = dequant_pair(w[0][2 * sl + 1], shift);
-            afrag[sl][3] = dequant_pair(w[1][2 * sl + 1], shift);
-        }
         rad_wgmma_fence();
-        const uint64_t desc0 = rad_wgmma_desc(st + kWg2WBytes, 128, 256);
+        const uint64_t bdesc = rad_wgmma_desc(st + kWgpWBytes, 128, 256);
 #pragma unroll
-        for (int sl = 0; sl < 8; sl++) rad_wgmma_m64n64k16_rs(acc, afrag[sl], desc0 + (uint64_t)(sl * 2048 / 16), sl > 0);
+        for (int sl = 0; sl < 8; sl++) rad_wgmma_rs(acc[h], afr[h][sl], bdesc + (uint64_t)(sl * 2 * T), sl > 0);
         rad_wgmma_commit();
-        rad_wgmma_wait<0>();
+    };
+    /* U steps as one straight pipeline, drained at the end: ptxas keeps the wgmmas asynchronous
+     * only when the groups in flight do not cross a loop edge (otherwise C7514, serialized) */
+    auto run_chunk = [&](int s0, auto u_count) __attribute__((always_inline)) {
+        constexpr int U = decltype(u_count)::value;
 #pragma unroll
-        for (int r = 0; r < 32; r++) total[r] += ((r & 2) ? sc_hi : sc_lo) * acc[r];
-    }
+        for (int u = 0; u < U; u++) {
+            const unsigned char *st = begin_step(s0 + u);
+            run_half(st, s0 + u, 0, u > 0);
+            run_half(st, s0 + u, 1, u > 0);
+        }
+        rad_wgmma_wait<1>();
+        fold_half(0);
+        rad_wgmma_wait<0>();
+        fold_half(1);
+    };
+    int s = 0;
+    for (; s + kWgpChunk<T> <= nsteps; s += kWgpChunk<T>) run_chunk(s, IntConstant<kWgpChunk<T>>());
+    for (; s < nsteps; s++) run_chunk(s, IntConstant<1>());
     rad_cp_async_wait<0>();
 
-    const int64_t row0 = rbase + warp * 16;
 #pragma unroll
-    for (int r = 0; r < 32; r++) {
-        const int64_t row = row0 + g + 8 * ((r >> 1) & 1);
-        const int64_t tok = tok0 + 8 * (r >> 2) + 2 * t + (r & 1);
-        if (row < n && tok < m) out[tok * n + row] = out_bf16(total[r], bias, row);
+    for (int h = 0; h < 2; h++) {
+        const int64_t row0 = rbase + wg * 128 + h * 64 + warp * 16 + g;
+#pragma unroll
+        for (int r = 0; r < NA; r++) {
+            const int64_t row = row0 + 8 * ((r >> 1) & 1);
+            const int64_t tok = tok0 + 8 * (r >> 2) + 2 * t + (r & 1);
+            if (row < n && tok < m) out[tok * n + row] = out_bf16(total[h][r], bias, row);
+        }
     }
 #endif
 }
@@ -892,7 +973,8 @@ bool wgmma_available(void)
 #if defined(RAD_CUDA)
         if (rad_device_sm() == 90) {
             cudaFuncAttributes attr;
-            if (cudaFuncGetAttributes(&attr, apply_wgmma2_kernel) == cudaSuccess && attr.numRegs >= 64) ok = 1;
+            if (cudaFuncGetAttributes(&attr, apply_wgmma_pipe_kernel<128, 64>) == cudaSuccess && attr.numRegs >= 64)
+                ok = 1;
             else (void)cudaGetLastError();
         }
 #endif
@@ -901,22 +983,33 @@ bool wgmma_available(void)
     return cache[dev] == 1;
 }
 
-rad_error_t launch_wgmma2(const Args &a)
+template <int GROUP, int T>
+rad_error_t launch_wgmma_pipe_group(const Args &a)
 {
-    if (a.group != 128 || !wgmma_available()) return launch_tile_group<2, 8, 2>(a);
-    const int64_t row_blocks = (a.n + 63) / 64;
-    const int64_t chunks = (a.m + kWg2Tokens - 1) / kWg2Tokens;
+    const int64_t row_blocks = (a.n + kWgpRows - 1) / kWgpRows;
+    const int64_t chunks = (a.m + T - 1) / T;
     const int64_t blocks = row_blocks * chunks;
     if (blocks > 0x7fffffffLL) return (rad_error_t)RADIANCE_GPU_EINVAL;
-    rad_error_t err = rad_func_set_max_dynamic_smem(apply_wgmma2_kernel, kWg2Smem);
+    void (*kernel)(const uint16_t *, int64_t, int64_t, const int32_t *, const uint16_t *, const uint16_t *, int64_t,
+                   uint16_t *, int64_t) = apply_wgmma_pipe_kernel<GROUP, T>;
+    rad_error_t err = rad_func_set_max_dynamic_smem(kernel, WgpCfg<T>::smem);
     if (err != RAD_SUCCESS) return err;
-    apply_wgmma2_kernel<<<(unsigned)blocks, 128, kWg2Smem, a.stream>>>(a.x, a.m, a.k, a.packed, a.scales, a.bias, a.n,
-                                                                       a.out, chunks);
+    kernel<<<(unsigned)blocks, kWgpThreads, WgpCfg<T>::smem, a.stream>>>(a.x, a.m, a.k, a.packed, a.scales, a.bias,
+                                                                        a.n, a.out, chunks);
     return rad_get_last_error();
 }
 
+/* The pipelined wgmma kernel where it applies (an sm_90a build on an sm_90 device, G >= 128);
+ * elsewhere the tiled mma.sync kernel with the same number of tokens per warp. */
+template <int T>
+rad_error_t launch_wgmma_pipe(const Args &a)
+{
+    if (a.group >= 128 && wgmma_available())
+        return a.group == 128 ? launch_wgmma_pipe_group<128, T>(a) : launch_wgmma_pipe_group<256, T>(a);
+    return launch_tile_group<2, T / 8, 2>(a);
+}
 
-template <int GROUP, int MT, int NT, int S>
+template <int GROUP, int MT, int NT, int SS, int D>
 rad_error_t launch_stream(const Args &a)
 {
     const int64_t rows_per_block = 16 * MT * kStreamWarps;
@@ -924,9 +1017,9 @@ rad_error_t launch_stream(const Args &a)
     const int64_t chunks = (a.m + 8 * NT - 1) / (8 * NT);
     const int64_t blocks = row_blocks * chunks;
     if (blocks > 0x7fffffffLL) return (rad_error_t)RADIANCE_GPU_EINVAL;
-    const int smem = StreamSmem<MT, S>::bytes;
+    const int smem = StreamSmem<MT, SS, D>::bytes;
     void (*kernel)(const uint16_t *, int64_t, int64_t, const int32_t *, const uint16_t *, const uint16_t *, int64_t,
-                   uint16_t *, int64_t) = apply_stream_kernel<GROUP, MT, NT, S>;
+                   uint16_t *, int64_t) = apply_stream_kernel<GROUP, MT, NT, SS, D>;
     rad_error_t err = rad_func_set_max_dynamic_smem(kernel, smem);
     if (err != RAD_SUCCESS) return err;
     kernel<<<(unsigned)blocks, kStreamWarps * 32, smem, a.stream>>>(a.x, a.m, a.k, a.packed, a.scales, a.bias, a.n,
@@ -935,12 +1028,12 @@ rad_error_t launch_stream(const Args &a)
 }
 
 /* The streaming kernel takes G >= 128; smaller groups fall back to the register-pipelined one. */
-template <int MT, int NT, int S>
+template <int MT, int NT, int SS, int D>
 rad_error_t launch_stream_group(const Args &a)
 {
     switch (a.group) {
-    case 128: return launch_stream<128, MT, NT, S>(a);
-    case 256: return launch_stream<256, MT, NT, S>(a);
+    case 128: return launch_stream<128, MT, NT, SS, D>(a);
+    case 256: return launch_stream<256, MT, NT, SS, D>(a);
     default: return launch_mma_group<1, NT, 4>(a);
     }
 }
@@ -967,37 +1060,21 @@ rad_error_t launch_vector(const Args &a)
     return rad_get_last_error();
 }
 
-/* Variants, for benchmarks/gpu_kernels.py; 0 picks by m. Numbers of variants measured and dropped
- * (see benchmarks/PERF_LOG.md) stay reserved and answer RADIANCE_GPU_EINVAL. */
+/* Variants, for benchmarks/gpu_kernels.py; 0 picks by m. Only the kernels in use are kept;
+ * benchmarks/PERF_LOG.md has the ones measured and dropped. Other numbers answer
+ * RADIANCE_GPU_EINVAL. */
 enum {
     kAuto = 0,
     kVector = 1,
     kMma1x1 = 2,
-    kMma1x2 = 3,
-    kMma2x2 = 4,
-    kMma1x4 = 5,
-    kMma2x4 = 6,
-    kMma1x8 = 7,
-    kMma2x8 = 8,
-    kMma2x1 = 9,
-    kMma1x1p8 = 10,
-    kMma1x2p8 = 11,
-    kTile1x2 = 12,
-    kTile2x2 = 13,
-    kTile2x4 = 14,
-    kTile2x8 = 15,
-    kTile1x8 = 16,
-    kTile1x4 = 17,
-    kStream1s8 = 18,
-    kStream1s6 = 19,
-    kStream2s6 = 20,
-    kStream1s12 = 21,
-    kStreamM2s6 = 22,
-    kStreamM2s8 = 23,
-    kStreamM2n2s6 = 24,
-    kWgmma = 25,
-    kWgmma2 = 26,
-    kVariants = 27
+    kTile2x2 = 3,
+    kTile2x4 = 4,
+    kTile2x8 = 5,
+    kStream = 6,
+    kStreamM2 = 7,
+    kWgmma32 = 8,
+    kWgmma64 = 9,
+    kVariants = 10
 };
 
 int device_sm_cached(void)
@@ -1013,13 +1090,13 @@ rad_error_t dispatch(const Args &a, int variant)
 {
     const bool has_mma = device_sm_cached() >= 80;
     if (variant == kAuto) {
+        /* picked from the H200 measurements in benchmarks/PERF_LOG.md (2026-11-30); the wgmma
+         * variants fall back to the tiled kernel where they do not apply */
         if (!has_mma) variant = kVector;
-        /* picked from the H200 measurements in benchmarks/PERF_LOG.md (2026-11-30) */
-        else if (a.m <= 4) variant = kStream1s8;
-        else if (a.m <= 8) variant = kStreamM2s8;
+        else if (a.m <= 8) variant = kStream;
         else if (a.m <= 16) variant = kTile2x2;
-        else if (a.m <= 32) variant = kTile2x4;
-        else variant = kTile2x8;
+        else if (a.m <= 32) variant = kWgmma32;
+        else variant = kWgmma64;
     }
     if (variant != kVector && !has_mma) return (rad_error_t)RADIANCE_GPU_EINVAL;
     switch (variant) {
@@ -1028,10 +1105,10 @@ rad_error_t dispatch(const Args &a, int variant)
     case kTile2x2: return launch_tile_group<2, 2, 2>(a);
     case kTile2x4: return launch_tile_group<2, 4, 2>(a);
     case kTile2x8: return launch_tile_group<2, 8, 2>(a);
-    case kStream1s8: return launch_stream_group<1, 1, 8>(a);
-    case kStreamM2s8: return launch_stream_group<2, 1, 8>(a);
-    case kWgmma: return launch_wgmma2(a);
-    case kWgmma2: return launch_wgmma2(a);
+    case kStream: return launch_stream_group<1, 1, 4, 2>(a);
+    case kStreamM2: return launch_stream_group<2, 1, 4, 2>(a);
+    case kWgmma32: return launch_wgmma_pipe<32>(a);
+    case kWgmma64: return launch_wgmma_pipe<64>(a);
     default: return (rad_error_t)RADIANCE_GPU_EINVAL;
     }
 }
