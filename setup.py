@@ -4,7 +4,8 @@ Backend choice (RADIANCE_GPU = auto | rocm | cuda | none, default auto):
   rocm  when hipcc is found (ROCM_PATH/bin or PATH), archs from RADIANCE_GPU_ARCHS
         (default gfx1201;gfx1100;gfx942;gfx90a);
   cuda  when nvcc is found (CUDA_HOME/bin or PATH), archs from RADIANCE_GPU_ARCHS
-        (default 80;90; each as sm_XX machine code, plus PTX of the last);
+        (default 80;90; each as sm_XX machine code, 90 as sm_90a for the wgmma kernel, plus PTX
+        of the last);
   none  otherwise: the CPU path only.
 The GPU runtime is linked statically on CUDA (libcudart_static), so a CUDA build imports and runs
 its CPU path on a machine without a GPU driver.
@@ -72,8 +73,11 @@ def compile_flags(backend, archs):
         return common + ["-fPIC"] + [f"--offload-arch={a}" for a in archs]
     flags = common + ["-x", "cu", "-Xcompiler", "-fPIC", "-Xptxas", "-warn-spills"]
     for arch in archs:
-        flags += ["-gencode", f"arch=compute_{arch},code=sm_{arch}"]
-    flags += ["-gencode", f"arch=compute_{archs[-1]},code=compute_{archs[-1]}"]
+        # Hopper's wgmma kernel needs the arch-specific target: sm_90a code runs on every sm_90 GPU
+        sass = "90a" if arch == "90" else arch
+        flags += ["-gencode", f"arch=compute_{sass},code=sm_{sass}"]
+    ptx = archs[-1].removesuffix("a")  # portable PTX for newer GPUs (no wgmma: the tiled kernel)
+    flags += ["-gencode", f"arch=compute_{ptx},code=compute_{ptx}"]
     return flags
 
 
