@@ -3,7 +3,7 @@
 
     python benchmarks/gpu_kernels.py build  [--lib PATH] [--log PATH]   # nvcc -x cu hip/*.hip -> .so
     python benchmarks/gpu_kernels.py check  [--lib PATH] [--big]        # correctness, exit 1 on any mismatch
-    python benchmarks/gpu_kernels.py time   [--lib PATH] [--quick]      # ours vs bf16 / fp8 / tinygemm
+    python benchmarks/gpu_kernels.py time   [--lib PATH] [--quick] [--heads NxK,...]  # vs bf16 / fp8 / tinygemm
     python benchmarks/gpu_kernels.py refcheck                           # NumPy reference vs the CPU C path
 
 The quantizer is checked bit for bit against a NumPy float32 implementation of the rule in
@@ -506,6 +506,8 @@ def cmd_time(args):
     ms = (1, 4, 8, 16, 32, 64, 128, 256)
     if args.quick:
         heads = heads[:1]
+    if args.heads:
+        heads = [tuple(int(v) for v in h.split("x")) for h in args.heads.split(",")]
     summary = []
     for hi, (n, k) in enumerate(heads):
         group = 128 if k % 128 == 0 else 64
@@ -654,6 +656,7 @@ def main():
     ap.add_argument("--log", default=os.path.join(ROOT, "build", "nvcc.log"))
     ap.add_argument("--big", action="store_true", help="also check heads whose packed bytes pass 2^31")
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--heads", help="comma-separated NxK heads for time (default: all)")
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--variants", default="")
     args = ap.parse_args()
