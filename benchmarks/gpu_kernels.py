@@ -29,17 +29,17 @@ F32, F16, BF16 = 0, 1, 2
 CLIP_RTN, CLIP_MSE = 0, 1
 # apply variants (hip/gemv_int4.hip): 0 = automatic choice by m
 VARIANTS = {"auto": 0, "vector": 1, "mma1x1": 2, "tile2x2": 3, "tile2x4": 4, "tile2x8": 5, "stream": 6,
-            "streamM2": 7, "wgmma32": 8, "wgmma64": 9}
+            "streamM2": 7, "wgmma32": 8, "wgmma64": 9, "wgtma32": 10, "wgtma64": 11}
 # which variants the timing mode tries per m on the first head (the others get "auto" only)
 TIME_VARIANTS = {
     1: "auto,mma1x1",
     4: "auto",
     8: "auto,streamM2,tile2x2",
-    16: "auto,stream,wgmma32",
-    32: "auto,tile2x4,wgmma64",
-    64: "auto,tile2x8,wgmma32",
-    128: "auto,tile2x8",
-    256: "auto,tile2x8",
+    16: "auto,stream,wgtma32",
+    32: "auto,tile2x4,wgmma32",
+    64: "auto,tile2x8,wgmma64",
+    128: "auto,tile2x8,wgmma64",
+    256: "auto,wgmma64",
 }
 
 
@@ -642,7 +642,7 @@ def cmd_profile(args):
     packed = torch.empty((n, k // 8), dtype=torch.int32, device="cuda")
     scales = torch.empty((n, k // 128), dtype=torch.int16, device="cuda")
     L.quantize(w, 128, CLIP_MSE, packed, scales, stream)
-    for m, v in ((1, "stream"), (16, "tile2x2"), (64, "wgmma64")):
+    for m, v in ((1, "stream"), (16, "tile2x2"), (64, "wgtma64")):
         x = torch.randn(m, k, device="cuda").to(torch.bfloat16).view(torch.int16)
         out = torch.empty((m, n), dtype=torch.int16, device="cuda")
         L.apply(x, packed, scales, None, 128, out, stream, VARIANTS[v])

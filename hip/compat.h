@@ -71,6 +71,52 @@ typedef cudaError_t rad_error_t;
 #define rad_device_get_attribute cudaDeviceGetAttribute
 #endif
 
+/* A TMA tensor map (the bulk tensor copy engine of NVIDIA sm_90), passed to kernels by value.
+ * rad_tma_encode_2d describes a row-major [rows, cols] bf16 matrix (row stride cols elements)
+ * read in boxes of box_cols x box_rows with the 128-byte swizzle that wgmma's shared-memory
+ * operands use; rows past the end read as zeros. It returns 0 on success, -1 where there is no
+ * such engine or the driver refuses (callers then take a path without it). */
+#if defined(RAD_CUDA)
+#include <cudaTypedefs.h>
+typedef CUtensorMap rad_tma_desc_t;
+#define RAD_GRID_CONSTANT __grid_constant__
+static inline int rad_tma_encode_2d(rad_tma_desc_t *desc, const void *base, uint64_t rows, uint64_t cols,
+                                    uint32_t box_rows, uint32_t box_cols)
+{
+    static PFN_cuTensorMapEncodeTiled_v12000 encode = NULL;
+    static int looked_up = 0;
+    if (!looked_up) {
+        void *fn = NULL;
+        cudaDriverEntryPointQueryResult status;
+        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &status) ==
+                cudaSuccess &&
+            status == cudaDriverEntryPointSuccess)
+            encode = (PFN_cuTensorMapEncodeTiled_v12000)fn;
+        else
+            (void)cudaGetLastError();
+        looked_up = 1;
+    }
+    if (encode == NULL) return -1;
+    const cuuint64_t dims[2] = {cols, rows};
+    const cuuint64_t strides[1] = {cols * 2};
+    const cuuint32_t box[2] = {box_cols, box_rows};
+    const cuuint32_t elem_strides[2] = {1, 1};
+    const CUresult r = encode(desc, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, (void *)base, dims, strides, box,
+                              elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                              CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    return r == CUDA_SUCCESS ? 0 : -1;
+}
+#else
+typedef struct __attribute__((aligned(64))) {
+    uint64_t opaque[16];
+} rad_tma_desc_t;
+#define RAD_GRID_CONSTANT
+static inline int rad_tma_encode_2d(rad_tma_desc_t *, const void *, uint64_t, uint64_t, uint32_t, uint32_t)
+{
+    return -1;
+}
+#endif
+
 /* Multiprocessor count of the current device (1 on failure, so grids stay valid). */
 static inline int rad_sm_count(void)
 {
@@ -328,6 +374,48 @@ __device__ __forceinline__ uint64_t rad_wgmma_desc(const void *smem, uint32_t lb
 {
     const uint32_t addr = (uint32_t)__cvta_generic_to_shared(smem);
     return (uint64_t)((addr & 0x3FFFF) >> 4) | ((uint64_t)(lbo >> 4) << 16) | ((uint64_t)(sbo >> 4) << 32);
+}
+/* Descriptor of a K-major operand in the 128-byte swizzle layout (rows of 128 bytes, 8-row groups
+ * 1024 bytes apart, the group 1024-byte aligned); smem may point inside a row (k offset). */
+__device__ __forceinline__ uint64_t rad_wgmma_desc_sw128(const void *smem)
+{
+    const uint32_t addr = (uint32_t)__cvta_generic_to_shared(smem);
+    return (uint64_t)((addr & 0x3FFFF) >> 4) | ((uint64_t)1 << 16) | ((uint64_t)(1024 >> 4) << 32) |
+           ((uint64_t)1 << 62);
+}
+/* Shared-memory barriers: init (count arrivals), one arrival announcing `bytes` of bulk copies,
+ * and a wait for the phase of the given parity. */
+__device__ __forceinline__ void rad_mbarrier_init(uint64_t *bar, unsigned count)
+{
+    const unsigned a = (unsigned)__cvta_generic_to_shared(bar);
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(a), "r"(count) : "memory");
+}
+__device__ __forceinline__ void rad_fence_mbarrier_init() { asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory"); }
+__device__ __forceinline__ void rad_mbarrier_arrive_expect_tx(uint64_t *bar, unsigned bytes)
+{
+    const unsigned a = (unsigned)__cvta_generic_to_shared(bar);
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(a), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void rad_mbarrier_wait(uint64_t *bar, unsigned parity)
+{
+    const unsigned a = (unsigned)__cvta_generic_to_shared(bar);
+    asm volatile(
+        "{\n.reg .pred done;\n"
+        "RAD_WAIT_%=:\n"
+        "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+        "@!done bra RAD_WAIT_%=;\n}\n" ::"r"(a),
+        "r"(parity)
+        : "memory");
+}
+/* Bulk tensor copy of the box at (col, row) of a 2D tensor map into shared memory, completing
+ * its bytes on bar. */
+__device__ __forceinline__ void rad_tma_load_2d(void *smem, const rad_tma_desc_t *desc, int col, int row, uint64_t *bar)
+{
+    const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+    const unsigned b = (unsigned)__cvta_generic_to_shared(bar);
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];" ::"r"(s),
+                 "l"(desc), "r"(col), "r"(row), "r"(b)
+                 : "memory");
 }
 /* d (+)= A(64 x 16 bf16, registers) * B(16 x n bf16, shared memory, K-major) for n = 16, 32, 64
  * tokens, picked by the size of the accumulator array (n / 2 floats per thread); accumulate = 0

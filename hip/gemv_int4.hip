@@ -17,13 +17,16 @@
  *   m <= 16   apply_tile_kernel: the activations of 512 columns x 8 * NT tokens staged in shared
  *             memory once per block (cp.async, double-buffered) and shared by 8 warps.
  *   m > 16    sm_90a, G >= 128: apply_wgmma_pipe_kernel, wgmma m64n32k16 / m64n64k16 with the
- *             weights as register A, 256 rows x 32 or 64 tokens per block; more tokens are more
- *             blocks, adjacent in launch order so they share the weights through L2. Elsewhere
- *             apply_tile_kernel with 32 or 64 tokens per block.
+ *             weights as register A and the activations brought in by the TMA engine, 256 rows x
+ *             32 or 64 tokens per block; more tokens are more blocks, adjacent in launch order so
+ *             they share the weights through L2. Elsewhere apply_tile_kernel with 32 or 64 tokens
+ *             per block.
  * AMD (and NVIDIA before sm_80): apply_vector_kernel, one wave per row, fp32 FMAs, for every m.
  *
  * Nothing here allocates or synchronizes, so a call can be captured in a CUDA/HIP graph.
  */
+#include <string.h>
+
 #include "compat.h"
 #include "radiance_gpu.h"
 
@@ -636,16 +639,20 @@ apply_tile_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const in
 
 /* ------------------------------------------------------------------------------------------ */
 /* Matrix path, Hopper, pipelined (sm_90a, G >= 128): a block of 2 warpgroups owns 256 rows and  */
-/* T (16, 32 or 64) tokens; each warpgroup owns two halves of 64 rows and alternates between     */
-/* them, so that one half's 8 wgmmas (m64nTk16, A = dequantized weights in registers, B = the    */
-/* activations in shared memory) run on the tensor cores while the other half's finished group  */
-/* is scaled into its fp32 total and its next A fragments are built (wgmma.wait_group 1: exact   */
-/* per-group scaling without stalling the tensor cores). Weights and activations of one step    */
-/* (128 columns) travel together through an S-stage cp.async ring shared by the block; 256 rows */
-/* per block keep the activation traffic through L2 no larger than the weight traffic. The      */
-/* k-slots follow the natural column order, so the activations are a plain K-major copy, and   */
-/* thread t takes nibble pair t of every word ((w >> 4t) & 0x000F000F is columns 2t, 2t + 1):  */
-/* the 4 threads of a quad read the same words and each dequantizes a quarter of them.         */
+/* T (32 or 64) tokens; each warpgroup owns two halves of 64 rows and alternates between them, so */
+/* that one half's 8 wgmmas (m64nTk16, A = dequantized weights in registers, B = the activations */
+/* in shared memory) run on the tensor cores while the other half's finished group is scaled     */
+/* into its fp32 total and its next A fragments are built (wgmma.wait_group 1: exact per-group   */
+/* scaling without stalling the tensor cores). One step (128 columns) of weights and activations */
+/* per slot of an S-stage ring shared by the block; 256 rows per block keep the activation       */
+/* traffic through L2 no larger than the weight traffic. The weights come by 16-byte cp.async.  */
+/* With TMA the activations come by the TMA engine (two 64-column x T-token boxes per step, one  */
+/* thread, an mbarrier per slot) in the 128-byte swizzle layout; without it (the driver refused  */
+/* the tensor map), by 16-byte cp.async from every thread in the no-swizzle layout, which costs  */
+/* 50-170 us on the 248320 x 5120 head (benchmarks/wgmma_probe.cu, PERF_LOG.md). The k-slots    */
+/* follow the natural column order, so the activations are a plain K-major copy, and thread t    */
+/* takes nibble pair t of every word ((w >> 4t) & 0x000F000F is columns 2t, 2t + 1): the 4       */
+/* threads of a quad read the same words and each dequantizes a quarter of them.                 */
 /* ------------------------------------------------------------------------------------------ */
 constexpr int kWgpRows = 256;
 constexpr int kWgpThreads = 256;
@@ -653,10 +660,10 @@ constexpr int kWgpWBytes = kWgpRows * 64; /* the weights of one step: 256 rows x
 
 template <int T>
 struct WgpCfg {
-    static constexpr int stages = T == 16 ? 8 : 6;
+    static constexpr int stages = 6;
     static constexpr int xbytes = T * 256; /* 128 columns x T tokens x 2 bytes */
     static constexpr int stage_bytes = kWgpWBytes + xbytes;
-    static constexpr int smem = stages * stage_bytes;
+    static constexpr int smem = 1024 + stages * stage_bytes + 8 * stages; /* + alignment, barriers */
 };
 
 /* steps per straight pipeline (see the kernel): more overlap, more registers (T = 64 spills at 4) */
@@ -668,18 +675,21 @@ struct IntConstant {
     static constexpr int value = V;
 };
 
-template <int GROUP, int T>
+template <int GROUP, int T, bool TMA>
 __global__ void __launch_bounds__(kWgpThreads, 1)
 apply_wgmma_pipe_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const int32_t *__restrict__ packed,
                         const uint16_t *__restrict__ scales, const uint16_t *__restrict__ bias, int64_t n,
-                        uint16_t *__restrict__ out, int64_t token_chunks)
+                        uint16_t *__restrict__ out, int64_t token_chunks, const RAD_GRID_CONSTANT rad_tma_desc_t xmap)
 {
 #if defined(RAD_HAS_WGMMA)
     static_assert(GROUP >= 128, "one scale per row and step");
     using Cfg = WgpCfg<T>;
     constexpr int S = Cfg::stages;
     constexpr int NA = T / 2; /* accumulator floats per thread for one 64-row half */
-    extern __shared__ __align__(16) unsigned char smem[];
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    /* stages 1024-byte aligned (the 128-byte swizzle of the TMA activations needs it) */
+    unsigned char *smem = smem_raw + ((1024u - ((unsigned)__cvta_generic_to_shared(smem_raw) & 1023u)) & 1023u);
+    uint64_t *xbar = (uint64_t *)(smem + S * Cfg::stage_bytes);
     const int tid = threadIdx.x;
     const int wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31;
     const int g = lane >> 2, t = lane & 3;
@@ -718,10 +728,20 @@ apply_wgmma_pipe_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, co
                 rad_cp_async_16(st + wdst + j * 64 * 64, ok ? wsrc + j * wstride + (int64_t)step * kStepWords : packed,
                                 ok);
             }
+            if (TMA) {
+                /* the activations as two boxes of 64 columns x T tokens (tokens past m: zeros) */
+                if (tid == 0) {
+                    uint64_t *bar = xbar + step % S;
+                    rad_mbarrier_arrive_expect_tx(bar, T * 256);
+                    rad_tma_load_2d(st + kWgpWBytes, &xmap, step * 128, (int)tok0, bar);
+                    rad_tma_load_2d(st + kWgpWBytes + T * 128, &xmap, step * 128 + 64, (int)tok0, bar);
+                }
+            } else {
 #pragma unroll
-            for (int j = 0; j < XJ; j++) {
-                const bool ok = xt + 16 * j < xtokens;
-                rad_cp_async_16(st + xdst + j * 512, ok ? xsrc + j * xstride + (int64_t)step * 128 : x, ok);
+                for (int j = 0; j < XJ; j++) {
+                    const bool ok = xt + 16 * j < xtokens;
+                    rad_cp_async_16(st + xdst + j * 512, ok ? xsrc + j * xstride + (int64_t)step * 128 : x, ok);
+                }
             }
         }
         rad_cp_async_commit();
@@ -745,6 +765,11 @@ apply_wgmma_pipe_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, co
     uint32_t afr[2][8][4];
     float sc[2][2]; /* scales of the group in flight per half (rows lo, hi) */
 
+    if (TMA) {
+        if (tid < S) rad_mbarrier_init(xbar + tid, 1);
+        rad_fence_mbarrier_init();
+        __syncthreads();
+    }
 #pragma unroll
     for (int p = 0; p < S - 2; p++) issue(p);
 
@@ -753,6 +778,7 @@ apply_wgmma_pipe_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, co
      * finish (see run_half), so that slot takes the copies of step s + S - 2. */
     auto begin_step = [&](int s) __attribute__((always_inline)) {
         rad_cp_async_wait<S - 3>();
+        if (TMA) rad_mbarrier_wait(xbar + s % S, (unsigned)(s / S) & 1u);
         rad_fence_proxy_async_smem();
         __syncthreads();
         issue(s + S - 2);
@@ -787,9 +813,16 @@ apply_wgmma_pipe_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, co
                 }
             }
         rad_wgmma_fence();
-        const uint64_t bdesc = rad_wgmma_desc(st + kWgpWBytes, 128, 256);
+        if (TMA) { /* slice sl: box sl / 4, 32 bytes per slice inside its swizzled rows */
+            const uint64_t bdesc = rad_wgmma_desc_sw128(st + kWgpWBytes);
 #pragma unroll
-        for (int sl = 0; sl < 8; sl++) rad_wgmma_rs(acc[h], afr[h][sl], bdesc + (uint64_t)(sl * 2 * T), sl > 0);
+            for (int sl = 0; sl < 8; sl++)
+                rad_wgmma_rs(acc[h], afr[h][sl], bdesc + (uint64_t)(((sl >> 2) * T * 128 + (sl & 3) * 32) >> 4), sl > 0);
+        } else {
+            const uint64_t bdesc = rad_wgmma_desc(st + kWgpWBytes, 128, 256);
+#pragma unroll
+            for (int sl = 0; sl < 8; sl++) rad_wgmma_rs(acc[h], afr[h][sl], bdesc + (uint64_t)(sl * 2 * T), sl > 0);
+        }
         rad_wgmma_commit();
     };
     /* U steps as one straight pipeline, drained at the end: ptxas keeps the wgmmas asynchronous
@@ -973,7 +1006,7 @@ bool wgmma_available(void)
 #if defined(RAD_CUDA)
         if (rad_device_sm() == 90) {
             cudaFuncAttributes attr;
-            if (cudaFuncGetAttributes(&attr, apply_wgmma_pipe_kernel<128, 64>) == cudaSuccess && attr.numRegs >= 64)
+            if (cudaFuncGetAttributes(&attr, apply_wgmma_pipe_kernel<128, 64, false>) == cudaSuccess && attr.numRegs >= 64)
                 ok = 1;
             else (void)cudaGetLastError();
         }
@@ -983,29 +1016,33 @@ bool wgmma_available(void)
     return cache[dev] == 1;
 }
 
-template <int GROUP, int T>
+template <int GROUP, int T, bool TMA>
 rad_error_t launch_wgmma_pipe_group(const Args &a)
 {
     const int64_t row_blocks = (a.n + kWgpRows - 1) / kWgpRows;
     const int64_t chunks = (a.m + T - 1) / T;
     const int64_t blocks = row_blocks * chunks;
     if (blocks > 0x7fffffffLL) return (rad_error_t)RADIANCE_GPU_EINVAL;
+    rad_tma_desc_t xmap;
+    memset(&xmap, 0, sizeof xmap);
+    if (TMA && rad_tma_encode_2d(&xmap, a.x, (uint64_t)a.m, (uint64_t)a.k, T, 64) != 0)
+        return launch_wgmma_pipe_group<GROUP, T, false>(a);
     void (*kernel)(const uint16_t *, int64_t, int64_t, const int32_t *, const uint16_t *, const uint16_t *, int64_t,
-                   uint16_t *, int64_t) = apply_wgmma_pipe_kernel<GROUP, T>;
+                   uint16_t *, int64_t, const rad_tma_desc_t) = apply_wgmma_pipe_kernel<GROUP, T, TMA>;
     rad_error_t err = rad_func_set_max_dynamic_smem(kernel, WgpCfg<T>::smem);
     if (err != RAD_SUCCESS) return err;
     kernel<<<(unsigned)blocks, kWgpThreads, WgpCfg<T>::smem, a.stream>>>(a.x, a.m, a.k, a.packed, a.scales, a.bias,
-                                                                        a.n, a.out, chunks);
+                                                                        a.n, a.out, chunks, xmap);
     return rad_get_last_error();
 }
 
 /* The pipelined wgmma kernel where it applies (an sm_90a build on an sm_90 device, G >= 128);
  * elsewhere the tiled mma.sync kernel with the same number of tokens per warp. */
-template <int T>
+template <int T, bool TMA>
 rad_error_t launch_wgmma_pipe(const Args &a)
 {
     if (a.group >= 128 && wgmma_available())
-        return a.group == 128 ? launch_wgmma_pipe_group<128, T>(a) : launch_wgmma_pipe_group<256, T>(a);
+        return a.group == 128 ? launch_wgmma_pipe_group<128, T, TMA>(a) : launch_wgmma_pipe_group<256, T, TMA>(a);
     return launch_tile_group<2, T / 8, 2>(a);
 }
 
@@ -1074,7 +1111,9 @@ enum {
     kStreamM2 = 7,
     kWgmma32 = 8,
     kWgmma64 = 9,
-    kVariants = 10
+    kWgmmaTma32 = 10,
+    kWgmmaTma64 = 11,
+    kVariants = 12
 };
 
 int device_sm_cached(void)
@@ -1095,8 +1134,8 @@ rad_error_t dispatch(const Args &a, int variant)
         if (!has_mma) variant = kVector;
         else if (a.m <= 8) variant = kStream;
         else if (a.m <= 16) variant = kTile2x2;
-        else if (a.m <= 32) variant = kWgmma32;
-        else variant = kWgmma64;
+        else if (a.m <= 32) variant = kWgmmaTma32;
+        else variant = kWgmmaTma64;
     }
     if (variant != kVector && !has_mma) return (rad_error_t)RADIANCE_GPU_EINVAL;
     switch (variant) {
@@ -1107,8 +1146,10 @@ rad_error_t dispatch(const Args &a, int variant)
     case kTile2x8: return launch_tile_group<2, 8, 2>(a);
     case kStream: return launch_stream_group<1, 1, 4, 2>(a);
     case kStreamM2: return launch_stream_group<2, 1, 4, 2>(a);
-    case kWgmma32: return launch_wgmma_pipe<32>(a);
-    case kWgmma64: return launch_wgmma_pipe<64>(a);
+    case kWgmma32: return launch_wgmma_pipe<32, false>(a);
+    case kWgmma64: return launch_wgmma_pipe<64, false>(a);
+    case kWgmmaTma32: return launch_wgmma_pipe<32, true>(a);
+    case kWgmmaTma64: return launch_wgmma_pipe<64, true>(a);
     default: return (rad_error_t)RADIANCE_GPU_EINVAL;
     }
 }
