@@ -76,7 +76,7 @@ typedef cudaError_t rad_error_t;
  * read in boxes of box_cols x box_rows with the 128-byte swizzle that wgmma's shared-memory
  * operands use; rows past the end read as zeros. It returns 0 on success, -1 where there is no
  * such engine or the driver refuses (callers then take a path without it). */
-#if defined(RAD_CUDA)
+#if defined(RAD_CUDA) && CUDART_VERSION >= 12000
 #include <cudaTypedefs.h>
 typedef CUtensorMap rad_tma_desc_t;
 #define RAD_GRID_CONSTANT __grid_constant__
@@ -88,9 +88,13 @@ static inline int rad_tma_encode_2d(rad_tma_desc_t *desc, const void *base, uint
     if (!looked_up) {
         void *fn = NULL;
         cudaDriverEntryPointQueryResult status;
-        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &status) ==
-                cudaSuccess &&
-            status == cudaDriverEntryPointSuccess)
+#if CUDART_VERSION >= 12050
+        const cudaError_t e = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault,
+                                                               &status);
+#else
+        const cudaError_t e = cudaGetDriverEntryPoint("cuTensorMapEncodeTiled", &fn, cudaEnableDefault, &status);
+#endif
+        if (e == cudaSuccess && status == cudaDriverEntryPointSuccess)
             encode = (PFN_cuTensorMapEncodeTiled_v12000)fn;
         else
             (void)cudaGetLastError();
