@@ -269,11 +269,12 @@ struct StreamSmem {
 template <int GROUP, int MT, int NT, int SS, int D>
 __global__ void __launch_bounds__(kStreamWarps * 32, MT * NT == 1 ? 4 : 1)
 apply_stream_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const int32_t *__restrict__ packed,
-                       const uint16_t *__restrict__ scales, const uint16_t *__restrict__ bias, int64_t n,
-                       uint16_t *__restrict__ out, int64_t token_chunks)
+                    const uint16_t *__restrict__ scales, const uint16_t *__restrict__ bias, int64_t n,
+                    uint16_t *__restrict__ out, int64_t token_chunks)
 {
 #if defined(RAD_HAS_MMA_BF16)
     static_assert(GROUP >= 128, "one scale per row and step");
+    static_assert(SS % 2 == 0, "the activation register set of step j SS + p is p & 1");
     extern __shared__ __align__(16) unsigned char smem[];
     constexpr int kRowsW = 16 * MT;
     constexpr int kRowBytes = 64 * SS;                 /* one visit */
@@ -310,8 +311,8 @@ apply_stream_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const 
         }
         rad_cp_async_commit();
     };
-    /* scales of this thread's rows (16 mt + g + 8 hi) for the 8 steps of a super-step, as pairs
-     * (row g | row g + 8 << 16); rows past the end read row n - 1 */
+    /* scales of this thread's rows (16 mt + g + 8 hi) for the SS steps of a super-step, as pairs
+     * (row g | row g + 8 << 16), loaded a super-step ahead; rows past the end read row n - 1 */
     const uint16_t *srow[MT][2];
 #pragma unroll
     for (int mt = 0; mt < MT; mt++)
@@ -345,7 +346,9 @@ apply_stream_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const 
 #pragma unroll
                 for (int q = 0; q < 4; q++) acc[q][mt][nt][c] = 0.0f;
             }
-    /* activations one step ahead, as in apply_stream_kernel */
+    /* activations, loaded one step ahead into alternating register sets (4 words x 16 bytes per
+     * token); threads of tokens past m load nothing: their registers keep arbitrary values, which
+     * only reach that token's column of the mma result, never stored */
     const uint16_t *xsrc[NT];
     bool xvalid[NT];
 #pragma unroll
@@ -359,7 +362,7 @@ apply_stream_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const 
     for (int nt = 0; nt < NT; nt++) {
 #pragma unroll
         for (int i = 0; i < 4; i++) {
-            uint32_t junk;
+            uint32_t junk; /* defined but arbitrary contents (no instruction) */
             asm("" : "=r"(junk));
             xb[0][nt][i] = rad_u32x4{junk, junk, junk, junk};
             xb[1][nt][i] = rad_u32x4{junk, junk, junk, junk};
