@@ -63,24 +63,29 @@ struct Lanes {
 };
 
 /*
- * For ratio R: s[e] = rint(clamp(RN(v[e] / sf))) + M, and the group's squared error in the CPU's
- * order. RN(v / sf) is computed without a division: q0 = RN(v * y) with y = RN(1 / sf), then one
- * Markstein step q0 + (v - sf * q0) * y (the residual is exact in an fma) gives the correctly
- * rounded quotient, ties and all. Adding and subtracting M = 1.5 * 2^23 rounds to an integer
- * (half to even) and leaves q in the low bits of s.
+ * The squared error of ratio R in the CPU's order. q = rint(clamp(RN(v / sf))); the search uses
+ * q0 = RN(v * y), y = RN(1 / sf), in place of the correctly rounded quotient when the weights are
+ * bf16 or fp16 (EXACT = false). That gives the same q except at exact ties: with 8-bit (bf16) or
+ * 11-bit (fp16) significands for v and an 8-bit one for sf, a quotient that is not a tie k + 1/2
+ * lies at least 1 / (2 * 255 * 32) ~ 6e-5 from one once it is 1/2 or more, while q0 is within
+ * 2^-23 relative (< 1.1e-6 below 9.5) of it. At a tie both candidates k and k + 1 are sf / 2 from
+ * v, so the error is the same bit for bit; the winner's nibbles are then rebuilt from the
+ * correctly rounded quotient (exact_codes). fp32 weights (EXACT) take that quotient everywhere:
+ * q0 = RN(v * y), then one Markstein step q0 + (v - sf * q0) * y (the residual is exact in an
+ * fma) rounds correctly, ties and all. rint is + M - M with M = 1.5 * 2^23, and the clamps (which
+ * commute with rint: -8 and 7 are integers) apply to the quotient.
  */
-template <int GROUP, int R>
-__device__ __forceinline__ float try_scale(const float v[kElems], float sf, float s[kElems])
+template <int GROUP, int R, bool EXACT>
+__device__ __forceinline__ float ratio_error(const float v[kElems], float sf)
 {
     const float y = rad_div_rn(1.0f, sf);
     float p[kWords];
 #pragma unroll
     for (int e = 0; e < kElems; e++) {
-        const float q0 = rad_mul_rn(v[e], y);
-        const float r = rad_fma_rn(-sf, q0, v[e]);
-        const float quo = clamp_for_ratio<R>(rad_fma_rn(r, y, q0));
-        s[e] = rad_add_rn(quo, kRoundMagic);
-        const float q = rad_sub_rn(s[e], kRoundMagic);
+        float quo = rad_mul_rn(v[e], y);
+        if (EXACT) quo = rad_fma_rn(rad_fma_rn(-sf, quo, v[e]), y, quo);
+        const float s = rad_add_rn(clamp_for_ratio<R>(quo), kRoundMagic);
+        const float q = rad_sub_rn(s, kRoundMagic);
         /* q * sf is exact (4-bit by 8-bit significands), so the fused form rounds once, at the
          * subtraction, exactly like the CPU's separate multiply and subtract. */
         const float d = rad_fma_rn(q, sf, -v[e]);
@@ -95,18 +100,27 @@ __device__ __forceinline__ float try_scale(const float v[kElems], float sf, floa
     return err;
 }
 
-template <int GROUP, int R>
-__device__ __forceinline__ void try_ratio(const float v[kElems], float amax, float &best_err, float &best_sf,
-                                          float best_s[kElems])
+template <int GROUP, int R, bool EXACT>
+__device__ __forceinline__ void try_ratio(const float v[kElems], float amax, float &best_err, float &best_sf)
 {
     const float sf = group_scale(amax, clip_coefficient<R>());
-    float s[kElems];
-    const float err = try_scale<GROUP, R>(v, sf, s);
+    const float err = ratio_error<GROUP, R, EXACT>(v, sf);
     const bool better = err < best_err; /* strictly: on a tie the earlier ratio stays */
     best_err = better ? err : best_err;
     best_sf = better ? sf : best_sf;
+}
+
+/* s[e] = M + rint(clamp(RN(v[e] / sf), -8, 7)) for the chosen scale, the quotient correctly
+ * rounded (see ratio_error). */
+__device__ __forceinline__ void exact_codes(const float v[kElems], float sf, float s[kElems])
+{
+    const float y = rad_div_rn(1.0f, sf);
 #pragma unroll
-    for (int e = 0; e < kElems; e++) best_s[e] = better ? s[e] : best_s[e];
+    for (int e = 0; e < kElems; e++) {
+        const float q0 = rad_mul_rn(v[e], y);
+        const float quo = rad_fma_rn(rad_fma_rn(-sf, q0, v[e]), y, q0);
+        s[e] = rad_add_rn(fminf(fmaxf(quo, -8.0f), 7.0f), kRoundMagic);
+    }
 }
 
 /* The raw bits of one thread's weights: 16 bytes a word for 16-bit types, 32 for fp32. */
@@ -222,16 +236,17 @@ __device__ __forceinline__ void quantize_words(const Raw<DTYPE> &raw, int64_t wo
 #pragma unroll
     for (int wi = 0; wi < kWords; wi++) word_to_float<DTYPE>(raw.u[wi], v + 8 * wi);
 
-    float best_s[kElems];
+    constexpr bool kExact = DTYPE == RADIANCE_F32;
     float best_sf = group_scale(amax, clip_coefficient<0>());
-    float best_err = try_scale<GROUP, 0>(v, best_sf, best_s);
     if (MSE) {
-        try_ratio<GROUP, 1>(v, amax, best_err, best_sf, best_s);
-        try_ratio<GROUP, 2>(v, amax, best_err, best_sf, best_s);
-        try_ratio<GROUP, 3>(v, amax, best_err, best_sf, best_s);
-        try_ratio<GROUP, 4>(v, amax, best_err, best_sf, best_s);
+        float best_err = ratio_error<GROUP, 0, kExact>(v, best_sf);
+        try_ratio<GROUP, 1, kExact>(v, amax, best_err, best_sf);
+        try_ratio<GROUP, 2, kExact>(v, amax, best_err, best_sf);
+        try_ratio<GROUP, 3, kExact>(v, amax, best_err, best_sf);
+        try_ratio<GROUP, 4, kExact>(v, amax, best_err, best_sf);
     }
-    (void)best_err;
+    float best_s[kElems];
+    exact_codes(v, best_sf, best_s);
 
     if (!active) return;
     /* s = M + q holds q in its low bits: nibble q + 8 = (bits & 15) ^ 8 */
