@@ -29,17 +29,18 @@ F32, F16, BF16 = 0, 1, 2
 CLIP_RTN, CLIP_MSE = 0, 1
 # apply variants (hip/gemv_int4.hip): 0 = automatic choice by m
 VARIANTS = {"auto": 0, "vector": 1, "mma1x1": 2, "tile2x2": 3, "tile2x4": 4, "tile2x8": 5, "stream": 6,
-            "streamM2": 7, "wgmma32": 8, "wgmma64": 9, "wgtma32": 10, "wgtma64": 11}
+            "streamM2": 7, "wgmma32": 8, "wgmma64": 9, "wgtma32": 10, "wgtma64": 11, "wgrs128": 12,
+            "wgpipe32": 13, "wgpipe64": 14, "wgpipers128": 15, "wgpipe16": 16}
 # which variants the timing mode tries per m on the first head (the others get "auto" only)
 TIME_VARIANTS = {
     1: "auto,mma1x1",
     4: "auto",
-    8: "auto,streamM2,tile2x2",
-    16: "auto,stream,wgtma32",
-    32: "auto,tile2x4,wgmma32",
-    64: "auto,tile2x8,wgmma64",
-    128: "auto,tile2x8,wgmma64",
-    256: "auto,wgmma64",
+    8: "auto,tile2x2",
+    16: "auto,tile2x2",
+    32: "auto,wgtma32",
+    64: "auto,wgtma64",
+    128: "auto,wgrs128",
+    256: "auto,wgrs128",
 }
 
 
@@ -318,6 +319,13 @@ def check_apply(L, rng, torch, failures, big=False):
         sbits = f32_to_bf16_rne_bits(s32)
         if n > 2:
             sbits[n // 2] = f32_to_bf16_rne_bits(np.array([1e-8], np.float32))[0]
+        if n > 6 and k // group >= 3:
+            # scales the running-scale kernel hands to its exact loop: a zero group, a drop of
+            # more than 2^24 from the row's largest scale, and a subnormal
+            sbits[3, 1] = 0
+            sbits[4, :] = f32_to_bf16_rne_bits(np.full(k // group, 1e-9, np.float32))
+            sbits[4, 0] = f32_to_bf16_rne_bits(np.array([1.0], np.float32))[0]
+            sbits[5, 2] = 0x0003
         q = unpack_q(words)
         s = bf16_bits_to_f32(sbits)
         pk = torch.from_numpy(words).cuda()
@@ -642,7 +650,10 @@ def cmd_profile(args):
     packed = torch.empty((n, k // 8), dtype=torch.int32, device="cuda")
     scales = torch.empty((n, k // 128), dtype=torch.int16, device="cuda")
     L.quantize(w, 128, CLIP_MSE, packed, scales, stream)
-    for m, v in ((1, "stream"), (16, "tile2x2"), (64, "wgtma64")):
+    runs = ((1, "stream"), (16, "tile2x2"), (64, "wgtma64"))
+    if args.variants:  # m:variant,...
+        runs = [(int(mv.split(":")[0]), mv.split(":")[1]) for mv in args.variants.split(",")]
+    for m, v in runs:
         x = torch.randn(m, k, device="cuda").to(torch.bfloat16).view(torch.int16)
         out = torch.empty((m, n), dtype=torch.int16, device="cuda")
         L.apply(x, packed, scales, None, 128, out, stream, VARIANTS[v])

@@ -72,16 +72,17 @@ typedef cudaError_t rad_error_t;
 #endif
 
 /* A TMA tensor map (the bulk tensor copy engine of NVIDIA sm_90), passed to kernels by value.
- * rad_tma_encode_2d describes a row-major [rows, cols] bf16 matrix (row stride cols elements)
- * read in boxes of box_cols x box_rows with the 128-byte swizzle that wgmma's shared-memory
- * operands use; rows past the end read as zeros. It returns 0 on success, -1 where there is no
- * such engine or the driver refuses (callers then take a path without it). */
+ * rad_tma_encode_2d describes a row-major [rows, cols] matrix of 2-byte (bf16) or 4-byte (int32)
+ * elements, rows cols elements apart, read in boxes of box_cols x box_rows, with the 128-byte
+ * swizzle that wgmma's shared-memory operands use (swizzle128) or none; boxes past the end read
+ * as zeros. It returns 0 on success, -1 where there is no such engine or the driver refuses
+ * (callers then take a path without it). */
 #if defined(RAD_CUDA) && CUDART_VERSION >= 12000
 #include <cudaTypedefs.h>
 typedef CUtensorMap rad_tma_desc_t;
 #define RAD_GRID_CONSTANT __grid_constant__
-static inline int rad_tma_encode_2d(rad_tma_desc_t *desc, const void *base, uint64_t rows, uint64_t cols,
-                                    uint32_t box_rows, uint32_t box_cols)
+static inline int rad_tma_encode_2d(rad_tma_desc_t *desc, const void *base, int elem_bytes, uint64_t rows,
+                                    uint64_t cols, uint32_t box_rows, uint32_t box_cols, int swizzle128)
 {
     static PFN_cuTensorMapEncodeTiled_v12000 encode = NULL;
     static int looked_up = 0;
@@ -100,13 +101,14 @@ static inline int rad_tma_encode_2d(rad_tma_desc_t *desc, const void *base, uint
             (void)cudaGetLastError();
         looked_up = 1;
     }
-    if (encode == NULL) return -1;
+    if (encode == NULL || (elem_bytes != 2 && elem_bytes != 4)) return -1;
     const cuuint64_t dims[2] = {cols, rows};
-    const cuuint64_t strides[1] = {cols * 2};
+    const cuuint64_t strides[1] = {cols * (cuuint64_t)elem_bytes};
     const cuuint32_t box[2] = {box_cols, box_rows};
     const cuuint32_t elem_strides[2] = {1, 1};
-    const CUresult r = encode(desc, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, (void *)base, dims, strides, box,
-                              elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+    const CUresult r = encode(desc, elem_bytes == 2 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_INT32,
+                              2, (void *)base, dims, strides, box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                              swizzle128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_NONE,
                               CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
     return r == CUDA_SUCCESS ? 0 : -1;
 }
@@ -115,7 +117,7 @@ typedef struct __attribute__((aligned(64))) {
     uint64_t opaque[16];
 } rad_tma_desc_t;
 #define RAD_GRID_CONSTANT
-static inline int rad_tma_encode_2d(rad_tma_desc_t *, const void *, uint64_t, uint64_t, uint32_t, uint32_t)
+static inline int rad_tma_encode_2d(rad_tma_desc_t *, const void *, int, uint64_t, uint64_t, uint32_t, uint32_t, int)
 {
     return -1;
 }
@@ -243,12 +245,20 @@ __device__ __forceinline__ float rad_div_rn(float a, float b)
     return a / b;
 }
 __device__ __forceinline__ float rad_fma_rn(float a, float b, float c) { return __builtin_fmaf(a, b, c); }
+__device__ __forceinline__ float rad_rcp_approx(float a) { return __builtin_amdgcn_rcpf(a); }
 #else
 __device__ __forceinline__ float rad_add_rn(float a, float b) { return __fadd_rn(a, b); }
 __device__ __forceinline__ float rad_sub_rn(float a, float b) { return __fsub_rn(a, b); }
 __device__ __forceinline__ float rad_mul_rn(float a, float b) { return __fmul_rn(a, b); }
 __device__ __forceinline__ float rad_div_rn(float a, float b) { return __fdiv_rn(a, b); }
 __device__ __forceinline__ float rad_fma_rn(float a, float b, float c) { return __fmaf_rn(a, b, c); }
+/* 1 / a to about 1 ulp (the hardware estimate; normal a only) */
+__device__ __forceinline__ float rad_rcp_approx(float a)
+{
+    float r;
+    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(a));
+    return r;
+}
 #endif
 
 /* ------------------------------------------------------------------------------------------ */
@@ -388,7 +398,7 @@ __device__ __forceinline__ uint64_t rad_wgmma_desc_sw128(const void *smem)
            ((uint64_t)1 << 62);
 }
 /* Shared-memory barriers: init (count arrivals), one arrival announcing `bytes` of bulk copies,
- * and a wait for the phase of the given parity. */
+ * a plain arrival, and a wait for the phase of the given parity. */
 __device__ __forceinline__ void rad_mbarrier_init(uint64_t *bar, unsigned count)
 {
     const unsigned a = (unsigned)__cvta_generic_to_shared(bar);
@@ -399,6 +409,11 @@ __device__ __forceinline__ void rad_mbarrier_arrive_expect_tx(uint64_t *bar, uns
 {
     const unsigned a = (unsigned)__cvta_generic_to_shared(bar);
     asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(a), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void rad_mbarrier_arrive(uint64_t *bar)
+{
+    const unsigned a = (unsigned)__cvta_generic_to_shared(bar);
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(a) : "memory");
 }
 __device__ __forceinline__ void rad_mbarrier_wait(uint64_t *bar, unsigned parity)
 {
@@ -421,8 +436,8 @@ __device__ __forceinline__ void rad_tma_load_2d(void *smem, const rad_tma_desc_t
                  "l"(desc), "r"(col), "r"(row), "r"(b)
                  : "memory");
 }
-/* d (+)= A(64 x 16 bf16, registers) * B(16 x n bf16, shared memory, K-major) for n = 16, 32, 64
- * tokens, picked by the size of the accumulator array (n / 2 floats per thread); accumulate = 0
+/* d (+)= A(64 x 16 bf16, registers) * B(16 x n bf16, shared memory, K-major) for n = 16, 32, 64,
+ * 128 tokens, picked by the size of the accumulator array (n / 2 floats per thread); accumulate = 0
  * starts from zero. */
 __device__ __forceinline__ void rad_wgmma_rs(float (&d)[8], const uint32_t a[4], uint64_t desc, int accumulate)
 {
@@ -452,6 +467,16 @@ __device__ __forceinline__ void rad_wgmma_rs(float (&d)[32], const uint32_t a[4]
         "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
         "{%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(accumulate));
+}
+__device__ __forceinline__ void rad_wgmma_rs(float (&d)[64], const uint32_t a[4], uint64_t desc, int accumulate)
+{
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+        "{%64, %65, %66, %67}, %68, p, 1, 1, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(accumulate));
 }
 #endif

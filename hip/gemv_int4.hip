@@ -14,13 +14,14 @@
  *             per-warp cp.async ring in shared memory in 256-byte visits to each row, the
  *             activations read from L1 one step ahead. G >= 128; smaller groups use
  *             apply_mma_kernel (the same with a register pipeline).
- *   m <= 16   apply_tile_kernel: the activations of 512 columns x 8 * NT tokens staged in shared
- *             memory once per block (cp.async, double-buffered) and shared by 8 warps.
- *   m > 16    sm_90a, G >= 128: apply_wgmma_pipe_kernel, wgmma m64n32k16 / m64n64k16 with the
- *             weights as register A and the activations brought in by the TMA engine, 256 rows x
- *             32 or 64 tokens per block; more tokens are more blocks, adjacent in launch order so
- *             they share the weights through L2. Elsewhere apply_tile_kernel with 32 or 64 tokens
- *             per block.
+ *   m > 8     sm_90a, G >= 128: apply_wgmma_pipe_kernel, wgmma m64nTk16 with the weights as
+ *             register A, 256 rows x T tokens per block, T = 16, 32, 64 (each group folded into
+ *             an fp32 total) or 128 (m > 64, a running scale); weights and activations brought in
+ *             by the TMA engine through a full/empty mbarrier ring. More tokens are more blocks,
+ *             adjacent in launch order so they share the weights through L2.
+ *             Elsewhere (other GPUs, G < 128, or no tensor maps) apply_tile_kernel: the
+ *             activations of 512 columns x 8 * NT tokens staged in shared memory once per block
+ *             (cp.async, double-buffered) and shared by 8 warps.
  * AMD (and NVIDIA before sm_80): apply_vector_kernel, one wave per row, fp32 FMAs, for every m.
  *
  * Nothing here allocates or synchronizes, so a call can be captured in a CUDA/HIP graph.
@@ -335,17 +336,13 @@ apply_stream_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const 
         }
     };
 
-    float total[MT][NT][4], acc[4][MT][NT][4];
+    float total[MT][NT][4], acc[2][MT][NT][4]; /* two mma chains (the low and high k8 of each k16) */
 #pragma unroll
     for (int mt = 0; mt < MT; mt++)
 #pragma unroll
         for (int nt = 0; nt < NT; nt++)
 #pragma unroll
-            for (int c = 0; c < 4; c++) {
-                total[mt][nt][c] = 0.0f;
-#pragma unroll
-                for (int q = 0; q < 4; q++) acc[q][mt][nt][c] = 0.0f;
-            }
+            for (int c = 0; c < 4; c++) total[mt][nt][c] = acc[0][mt][nt][c] = acc[1][mt][nt][c] = 0.0f;
     /* activations, loaded one step ahead into alternating register sets (4 words x 16 bytes per
      * token); threads of tokens past m load nothing: their registers keep arbitrary values, which
      * only reach that token's column of the mma result, never stored */
@@ -427,13 +424,12 @@ apply_stream_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const 
                 for (int nt = 0; nt < NT; nt++)
 #pragma unroll
                     for (int mt = 0; mt < MT; mt++) {
-                        if (GROUP == 128 && i < 2) { /* first of its chain in this group */
-                            rad_mma_bf16_m16n8k16_zero(acc[2 * (i & 1)][mt][nt], a_lo[mt], xcur[nt][i].x, xcur[nt][i].y);
-                            rad_mma_bf16_m16n8k16_zero(acc[2 * (i & 1) + 1][mt][nt], a_hi[mt], xcur[nt][i].z,
-                                                       xcur[nt][i].w);
+                        if (GROUP == 128 && i == 0) { /* first of its chain in this group */
+                            rad_mma_bf16_m16n8k16_zero(acc[0][mt][nt], a_lo[mt], xcur[nt][i].x, xcur[nt][i].y);
+                            rad_mma_bf16_m16n8k16_zero(acc[1][mt][nt], a_hi[mt], xcur[nt][i].z, xcur[nt][i].w);
                         } else {
-                            rad_mma_bf16_m16n8k16(acc[2 * (i & 1)][mt][nt], a_lo[mt], xcur[nt][i].x, xcur[nt][i].y);
-                            rad_mma_bf16_m16n8k16(acc[2 * (i & 1) + 1][mt][nt], a_hi[mt], xcur[nt][i].z, xcur[nt][i].w);
+                            rad_mma_bf16_m16n8k16(acc[0][mt][nt], a_lo[mt], xcur[nt][i].x, xcur[nt][i].y);
+                            rad_mma_bf16_m16n8k16(acc[1][mt][nt], a_hi[mt], xcur[nt][i].z, xcur[nt][i].w);
                         }
                     }
             }
@@ -446,13 +442,9 @@ apply_stream_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const 
                     for (int nt = 0; nt < NT; nt++) {
 #pragma unroll
                         for (int c = 0; c < 4; c++) {
-                            const float sum = (acc[0][mt][nt][c] + acc[1][mt][nt][c]) +
-                                              (acc[2][mt][nt][c] + acc[3][mt][nt][c]);
+                            const float sum = acc[0][mt][nt][c] + acc[1][mt][nt][c];
                             total[mt][nt][c] += (c < 2 ? s_lo : s_hi) * sum;
-                            if (GROUP != 128) {
-#pragma unroll
-                                for (int q = 0; q < 4; q++) acc[q][mt][nt][c] = 0.0f;
-                            }
+                            if (GROUP != 128) acc[0][mt][nt][c] = acc[1][mt][nt][c] = 0.0f;
                         }
                     }
                 }
@@ -641,58 +633,136 @@ apply_tile_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const in
 }
 
 /* ------------------------------------------------------------------------------------------ */
-/* Matrix path, Hopper, pipelined (sm_90a, G >= 128): a block of 2 warpgroups owns 256 rows and  */
-/* T (32 or 64) tokens; each warpgroup owns two halves of 64 rows and alternates between them, so */
-/* that one half's 8 wgmmas (m64nTk16, A = dequantized weights in registers, B = the activations */
-/* in shared memory) run on the tensor cores while the other half's finished group is scaled     */
-/* into its fp32 total and its next A fragments are built (wgmma.wait_group 1: exact per-group   */
-/* scaling without stalling the tensor cores). One step (128 columns) of weights and activations */
-/* per slot of an S-stage ring shared by the block; 256 rows per block keep the activation       */
-/* traffic through L2 no larger than the weight traffic. The weights come by 16-byte cp.async.  */
-/* With TMA the activations come by the TMA engine (two 64-column x T-token boxes per step, one  */
-/* thread, an mbarrier per slot) in the 128-byte swizzle layout; without it (the driver refused  */
-/* the tensor map), by 16-byte cp.async from every thread in the no-swizzle layout, which costs  */
-/* 50-170 us on the 248320 x 5120 head (benchmarks/wgmma_probe.cu, PERF_LOG.md). The k-slots    */
-/* follow the natural column order, so the activations are a plain K-major copy, and thread t    */
-/* takes nibble pair t of every word ((w >> 4t) & 0x000F000F is columns 2t, 2t + 1): the 4       */
-/* threads of a quad read the same words and each dequantizes a quarter of them.                 */
+/* Matrix path, Hopper, pipelined (sm_90a, G >= 128).                                         */
 /* ------------------------------------------------------------------------------------------ */
+/*
+ * A block of 2 warpgroups owns 256 rows and T (32, 64 or 128) tokens; each warpgroup owns two
+ * halves of 64 rows and alternates between them, so that one half's 8 wgmmas (m64nTk16, A = the
+ * dequantized weights in registers, B = the activations in shared memory) run on the tensor cores
+ * while the other half's finished group is scaled (into an fp32 total, or by the running scale
+ * of RS below) and its next A fragments are built: wgmma.wait_group 1 gives exact per-group
+ * scaling without stalling the tensor cores. One step (128 columns) of weights and activations
+ * per slot of an S-stage ring shared by the block; 256 rows per block keep the activation traffic
+ * through L2 no larger than the weight traffic.
+ *
+ * Copies (COPY): kCopyTma, the one dispatched, has one thread issue a step's three TMA boxes (the
+ * weights, 256 rows x 64 bytes, no swizzle; the activations, two 64-column x T-token boxes in the
+ * 128-byte swizzle layout) on the slot's full mbarrier, after the slot's empty mbarrier says all
+ * 8 warps are done with its previous step; no block barrier. Where the driver refuses a tensor
+ * map, kCopyTmaX (activations by TMA, weights by 16-byte cp.async from every thread, a block
+ * barrier per step) or kCopyAsync (both by cp.async, the activations in the no-swizzle layout).
+ * Per-thread cp.async of the weights cost 40-60 us and of the activations 50-170 us on the
+ * 248320 x 5120 head (benchmarks/wgmma_probe.cu, PERF_LOG.md). The k-slots follow the natural
+ * column order, so the activations are a plain K-major copy, and thread t takes nibble pair t of
+ * every word ((w >> 4t) & 0x000F000F is columns 2t, 2t + 1): the 4 threads of a quad read the
+ * same words and each dequantizes a quarter of them.
+ */
 constexpr int kWgpRows = 256;
 constexpr int kWgpThreads = 256;
 constexpr int kWgpWBytes = kWgpRows * 64; /* the weights of one step: 256 rows x 16 words */
 
 template <int T>
 struct WgpCfg {
-    static constexpr int stages = 6;
+    static constexpr int stages = T == 128 ? 4 : 6;
     static constexpr int xbytes = T * 256; /* 128 columns x T tokens x 2 bytes */
     static constexpr int stage_bytes = kWgpWBytes + xbytes;
-    static constexpr int smem = 1024 + stages * stage_bytes + 8 * stages; /* + alignment, barriers */
+    static constexpr int smem = 1024 + stages * stage_bytes + 16 * stages; /* + alignment, barriers */
 };
 
 /* steps per straight pipeline (see the kernel): more overlap, more registers (T = 64 spills at 4) */
 template <int T>
-constexpr int kWgpChunk = T == 64 ? 2 : 4;
+constexpr int kWgpChunk = T <= 32 ? 4 : 2;
 
 template <int V>
 struct IntConstant {
     static constexpr int value = V;
 };
 
-template <int GROUP, int T, bool TMA>
+/* Running-scale mode (RS): a row's accumulator holds its sum so far divided by the scale of the
+ * group in flight, so that each group's products enter with weight 1 and no fp32 total is kept:
+ * at a group boundary acc *= s_old / s_new (a reciprocal refined by one Newton step, then one
+ * multiply: fp32 rounding of the same order as adding s * acc into a total), and the output is
+ * s_last * acc. That halves the registers of the fold and lets a warpgroup hold 128 tokens. A row
+ * with a scale that is zero, subnormal, 2^126 or more, not finite, or more than 2^24 below the
+ * row's largest earlier scale (quantize_rows makes none of these) could lose its sum to overflow
+ * or a division by zero: such rows are flagged and recomputed at the end of the block by a plain
+ * exact loop (wgp_exact_rows). */
+constexpr float kRsMaxRatio = 16777216.0f; /* 2^24 */
+
+__device__ __forceinline__ bool rs_scale_bad(uint32_t bits, float s, float runmax)
+{
+    const uint32_t mag = bits & 0x7fffu;
+    return mag < 0x0080u || mag >= 0x7e80u || runmax > kRsMaxRatio * fabsf(s);
+}
+
+/* s_old / s_new for normal s_new, within a few ulp */
+__device__ __forceinline__ float rs_ratio(float s_old, float s_new)
+{
+    float r = rad_rcp_approx(s_new);
+    r = rad_fma_rn(r, rad_fma_rn(-s_new, r, 1.0f), r);
+    return s_old * r;
+}
+
+/* out[tok, row] for the listed rows (local indices into the block's 256) and the block's tokens,
+ * in fp32 with the per-group fold: a warp per (row, token), a lane per group. */
+template <int GROUP, int T>
+__device__ void wgp_exact_rows(const int *rows, int nrows, int64_t rbase, int64_t tok0, int64_t m, const uint16_t *x,
+                               int64_t k, const int32_t *packed, const uint16_t *scales, const uint16_t *bias,
+                               int64_t n, uint16_t *out)
+{
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int64_t kw = k / 8, ng = k / GROUP;
+    for (int p = warp; p < nrows * T; p += kWgpThreads / 32) {
+        const int64_t row = rbase + rows[p / T];
+        const int64_t tok = tok0 + p % T;
+        if (tok >= m) continue; /* whole warp */
+        const int32_t *wrow = packed + row * kw;
+        const uint16_t *xrow = x + tok * k;
+        float acc = 0.0f;
+        for (int64_t grp = lane; grp < ng; grp += 32) {
+            float part = 0.0f;
+            for (int j = 0; j < GROUP / 8; j++) {
+                const int64_t word = grp * (GROUP / 8) + j;
+                const uint32_t w = (uint32_t)wrow[word];
+#pragma unroll
+                for (int e = 0; e < 8; e++) {
+                    constexpr int kShift[8] = {0, 16, 4, 20, 8, 24, 12, 28};
+                    const float q = (float)((int)((w >> kShift[e]) & 15u) - 8);
+                    part += q * rad_bf16_to_float(xrow[8 * word + e]);
+                }
+            }
+            acc += rad_bf16_to_float(scales[row * ng + grp]) * part;
+        }
+#pragma unroll
+        for (int h = 16; h >= 1; h /= 2) acc += rad_shfl_xor(acc, h);
+        if (lane == 0) out[tok * n + row] = out_bf16(acc, bias, row);
+    }
+}
+
+/* How a step's weights and activations reach shared memory: all by 16-byte cp.async and a block
+ * barrier per step; the activations by TMA; or both by TMA, with a full and an empty mbarrier per
+ * ring slot and no block barrier (one thread issues, every warp releases the slots it has read). */
+enum { kCopyAsync = 0, kCopyTmaX = 1, kCopyTma = 2 };
+
+template <int GROUP, int T, int COPY, bool RS>
 __global__ void __launch_bounds__(kWgpThreads, 1)
 apply_wgmma_pipe_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const int32_t *__restrict__ packed,
                         const uint16_t *__restrict__ scales, const uint16_t *__restrict__ bias, int64_t n,
-                        uint16_t *__restrict__ out, int64_t token_chunks, const RAD_GRID_CONSTANT rad_tma_desc_t xmap)
+                        uint16_t *__restrict__ out, int64_t token_chunks, const RAD_GRID_CONSTANT rad_tma_desc_t xmap,
+                        const RAD_GRID_CONSTANT rad_tma_desc_t wmap)
 {
 #if defined(RAD_HAS_WGMMA)
+    constexpr bool TMA = COPY >= kCopyTmaX, PIPE = COPY == kCopyTma;
     static_assert(GROUP >= 128, "one scale per row and step");
+    static_assert(RS || T <= 64, "the fold keeps a total per accumulator: 64 tokens at most");
     using Cfg = WgpCfg<T>;
     constexpr int S = Cfg::stages;
     constexpr int NA = T / 2; /* accumulator floats per thread for one 64-row half */
     extern __shared__ __align__(16) unsigned char smem_raw[];
     /* stages 1024-byte aligned (the 128-byte swizzle of the TMA activations needs it) */
     unsigned char *smem = smem_raw + ((1024u - ((unsigned)__cvta_generic_to_shared(smem_raw) & 1023u)) & 1023u);
-    uint64_t *xbar = (uint64_t *)(smem + S * Cfg::stage_bytes);
+    uint64_t *xbar = (uint64_t *)(smem + S * Cfg::stage_bytes); /* full: the slot's copies landed */
+    uint64_t *ebar = xbar + S;                                   /* PIPE, empty: every warp read it */
     const int tid = threadIdx.x;
     const int wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31;
     const int g = lane >> 2, t = lane & 3;
@@ -723,6 +793,20 @@ apply_wgmma_pipe_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, co
     const int64_t xstride = 16 * k;
     const int xdst = kWgpWBytes + (xw >> 1) * (32 * T) + (xt >> 3) * 256 + (xw & 1) * 128 + (xt & 7) * 16;
     auto issue = [&](int step) __attribute__((always_inline)) {
+        if (PIPE) {
+            if (tid == 0 && step < nsteps) {
+                /* the slot's previous step (step - S) released by all 8 warps */
+                if (step >= S) rad_mbarrier_wait(ebar + step % S, (unsigned)(step / S - 1) & 1u);
+                unsigned char *st = smem + (step % S) * Cfg::stage_bytes;
+                uint64_t *bar = xbar + step % S;
+                rad_mbarrier_arrive_expect_tx(bar, kWgpWBytes + T * 256);
+                rad_tma_load_2d(st, &wmap, step * kStepWords, (int)rbase, bar);
+                rad_tma_load_2d(st + kWgpWBytes, &xmap, step * 128, (int)tok0, bar);
+                rad_tma_load_2d(st + kWgpWBytes + T * 128, &xmap, step * 128 + 64, (int)tok0, bar);
+            }
+            __syncwarp();
+            return;
+        }
         if (step < nsteps) {
             unsigned char *st = smem + (step % S) * Cfg::stage_bytes;
 #pragma unroll
@@ -760,16 +844,39 @@ apply_wgmma_pipe_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, co
 #pragma unroll
         for (int hi = 0; hi < 2; hi++) sok |= (rbase + local0 + 64 * h + 8 * hi < n ? 1u : 0u) << (2 * h + hi);
 
-    float total[2][NA], acc[2][NA];
+    float total[2][RS ? 1 : NA], acc[2][NA];
 #pragma unroll
-    for (int h = 0; h < 2; h++)
+    for (int h = 0; h < 2; h++) {
 #pragma unroll
-        for (int r = 0; r < NA; r++) total[h][r] = acc[h][r] = 0.0f;
+        for (int r = 0; r < NA; r++) acc[h][r] = 0.0f;
+#pragma unroll
+        for (int r = 0; r < (RS ? 1 : NA); r++) total[h][r] = 0.0f;
+    }
     uint32_t afr[2][8][4];
-    float sc[2][2]; /* scales of the group in flight per half (rows lo, hi) */
+    float sc[2][2]; /* fold: scales of the group in flight per half (rows lo, hi); RS: the reference */
+    /* RS: the next step's scale bits (loaded a step ahead), each row's largest |scale| so far, and
+     * the rows (bit 2 h + hi) that need the exact loop */
+    uint32_t snext[2][2];
+    float runmax[2][2];
+    unsigned bad = 0;
+    auto load_scale_bits = [&](int s, int h, int hi) __attribute__((always_inline)) {
+        const int grp = GROUP == 256 ? s >> 1 : s;
+        return (sok >> (2 * h + hi)) & 1u ? (uint32_t)srow[(64 * h + 8 * hi) * ng + grp] : 0x3f80u; /* 1.0 */
+    };
+    if (RS) {
+#pragma unroll
+        for (int h = 0; h < 2; h++)
+#pragma unroll
+            for (int hi = 0; hi < 2; hi++) {
+                snext[h][hi] = load_scale_bits(0, h, hi);
+                sc[h][hi] = rad_bf16_to_float((uint16_t)snext[h][hi]);
+                runmax[h][hi] = 0.0f;
+            }
+    }
 
     if (TMA) {
         if (tid < S) rad_mbarrier_init(xbar + tid, 1);
+        if (PIPE && tid < S) rad_mbarrier_init(ebar + tid, kWgpThreads / 32);
         rad_fence_mbarrier_init();
         __syncthreads();
     }
@@ -778,30 +885,61 @@ apply_wgmma_pipe_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, co
 
     /* Step s: this thread's copies of it have landed (S - 3 younger groups may be in flight);
      * after the barrier everyone's have, and every warpgroup has seen the wgmmas of step s - 2
-     * finish (see run_half), so that slot takes the copies of step s + S - 2. */
+     * finish (see run_half), so that slot takes the copies of step s + S - 2. PIPE: the step's
+     * full barrier, and the issuing thread waits for the slot's empty barrier instead. */
     auto begin_step = [&](int s) __attribute__((always_inline)) {
-        rad_cp_async_wait<S - 3>();
+        if (!PIPE) rad_cp_async_wait<S - 3>();
         if (TMA) rad_mbarrier_wait(xbar + s % S, (unsigned)(s / S) & 1u);
-        rad_fence_proxy_async_smem();
-        __syncthreads();
+        if (!PIPE) {
+            rad_fence_proxy_async_smem();
+            __syncthreads();
+        }
         issue(s + S - 2);
         return (const unsigned char *)(smem + (s % S) * Cfg::stage_bytes);
     };
     auto fold_half = [&](int h) __attribute__((always_inline)) {
+        if (!RS) {
 #pragma unroll
-        for (int r = 0; r < NA; r++) total[h][r] += ((r & 2) ? sc[h][1] : sc[h][0]) * acc[h][r];
+            for (int r = 0; r < NA; r++) total[h][r] += ((r & 2) ? sc[h][1] : sc[h][0]) * acc[h][r];
+        }
+    };
+    /* RS: move half h's accumulators to the scale of step s (its previous group is done) */
+    auto rescale_half = [&](int s, int h) __attribute__((always_inline)) {
+        float ratio[2];
+#pragma unroll
+        for (int hi = 0; hi < 2; hi++) {
+            const uint32_t bits = snext[h][hi];
+            const float s_new = rad_bf16_to_float((uint16_t)bits);
+            runmax[h][hi] = fmaxf(runmax[h][hi], fabsf(s_new));
+            if (rs_scale_bad(bits, s_new, runmax[h][hi])) bad |= 1u << (2 * h + hi);
+            ratio[hi] = rs_ratio(sc[h][hi], s_new);
+            sc[h][hi] = s_new;
+            if (s + 1 < nsteps) snext[h][hi] = load_scale_bits(s + 1, h, hi);
+        }
+#pragma unroll
+        for (int r = 0; r < NA; r++) {
+            acc[h][r] *= (r & 2) ? ratio[1] : ratio[0];
+            /* keeps the multiply ahead of wgmma.fence (volatile asm is not reordered): after it,
+             * ptxas would wait for every wgmma in flight before this half's */
+            asm volatile("" : "+f"(acc[h][r]));
+        }
     };
     /* half h of step s: scale the half's previous group in (once it is done), build the A
      * fragments from the packed words in shared memory, and queue 8 wgmmas */
-    auto run_half = [&](const unsigned char *st, int s, int h, bool fold) __attribute__((always_inline)) {
-        if (fold) {
-            rad_wgmma_wait<1>(); /* all but the most recent group: this half's previous one */
-            fold_half(h);
-        }
+    auto run_half = [&](const unsigned char *st, int s, int h, bool wait_prev) __attribute__((always_inline)) {
+        if (wait_prev) rad_wgmma_wait<1>(); /* all but the most recent group: this half's previous one */
+        /* PIPE: both halves of step s - 1 are done (or drained at the end of a chunk), and this
+         * warp's reads of its weights: release the slot */
+        if (PIPE && h == 1 && s > 0 && lane == 0) rad_mbarrier_arrive(ebar + (s - 1) % S);
+        if (RS) {
+            rescale_half(s, h);
+        } else {
+            if (wait_prev) fold_half(h);
 #pragma unroll
-        for (int hi = 0; hi < 2; hi++) {
-            const int grp = GROUP == 256 ? s >> 1 : s;
-            sc[h][hi] = (sok >> (2 * h + hi)) & 1u ? rad_bf16_to_float(srow[(64 * h + 8 * hi) * ng + grp]) : 0.0f;
+            for (int hi = 0; hi < 2; hi++) {
+                const int grp = GROUP == 256 ? s >> 1 : s;
+                sc[h][hi] = (sok >> (2 * h + hi)) & 1u ? rad_bf16_to_float(srow[(64 * h + 8 * hi) * ng + grp]) : 0.0f;
+            }
         }
 #pragma unroll
         for (int q = 0; q < 4; q++)
@@ -816,15 +954,17 @@ apply_wgmma_pipe_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, co
                 }
             }
         rad_wgmma_fence();
+        /* the fold starts each group from zero; RS accumulates from the zeros set above */
         if (TMA) { /* slice sl: box sl / 4, 32 bytes per slice inside its swizzled rows */
             const uint64_t bdesc = rad_wgmma_desc_sw128(st + kWgpWBytes);
 #pragma unroll
             for (int sl = 0; sl < 8; sl++)
-                rad_wgmma_rs(acc[h], afr[h][sl], bdesc + (uint64_t)(((sl >> 2) * T * 128 + (sl & 3) * 32) >> 4), sl > 0);
+                rad_wgmma_rs(acc[h], afr[h][sl], bdesc + (uint64_t)(((sl >> 2) * T * 128 + (sl & 3) * 32) >> 4),
+                             RS || sl > 0);
         } else {
             const uint64_t bdesc = rad_wgmma_desc(st + kWgpWBytes, 128, 256);
 #pragma unroll
-            for (int sl = 0; sl < 8; sl++) rad_wgmma_rs(acc[h], afr[h][sl], bdesc + (uint64_t)(sl * 2 * T), sl > 0);
+            for (int sl = 0; sl < 8; sl++) rad_wgmma_rs(acc[h], afr[h][sl], bdesc + (uint64_t)(sl * 2 * T), RS || sl > 0);
         }
         rad_wgmma_commit();
     };
@@ -846,17 +986,35 @@ apply_wgmma_pipe_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, co
     int s = 0;
     for (; s + kWgpChunk<T> <= nsteps; s += kWgpChunk<T>) run_chunk(s, IntConstant<kWgpChunk<T>>());
     for (; s < nsteps; s++) run_chunk(s, IntConstant<1>());
-    rad_cp_async_wait<0>();
+    if (!PIPE) rad_cp_async_wait<0>();
 
 #pragma unroll
     for (int h = 0; h < 2; h++) {
         const int64_t row0 = rbase + wg * 128 + h * 64 + warp * 16 + g;
 #pragma unroll
         for (int r = 0; r < NA; r++) {
-            const int64_t row = row0 + 8 * ((r >> 1) & 1);
+            const int hi = (r >> 1) & 1;
+            const int64_t row = row0 + 8 * hi;
             const int64_t tok = tok0 + 8 * (r >> 2) + 2 * t + (r & 1);
-            if (row < n && tok < m) out[tok * n + row] = out_bf16(total[h][r], bias, row);
+            if (row < n && tok < m && !((bad >> (2 * h + hi)) & 1u))
+                out[tok * n + row] = out_bf16(RS ? sc[h][hi] * acc[h][r] : total[h][RS ? 0 : r], bias, row);
         }
+    }
+    if (RS) {
+        /* the flagged rows, listed in shared memory (the ring is free now), by the exact loop */
+        __syncthreads();
+        int *list = (int *)smem;
+        int *count = list + kWgpRows;
+        if (tid == 0) *count = 0;
+        __syncthreads();
+        if (t == 0) {
+#pragma unroll
+            for (int b = 0; b < 4; b++)
+                if ((bad >> b) & 1u) list[atomicAdd(count, 1)] = local0 + 64 * (b >> 1) + 8 * (b & 1);
+        }
+        __syncthreads();
+        const int nbad = *count;
+        if (nbad > 0) wgp_exact_rows<GROUP, T>(list, nbad, rbase, tok0, m, x, k, packed, scales, bias, n, out);
     }
 #endif
 }
@@ -1009,7 +1167,7 @@ bool wgmma_available(void)
 #if defined(RAD_CUDA)
         if (rad_device_sm() == 90) {
             cudaFuncAttributes attr;
-            if (cudaFuncGetAttributes(&attr, apply_wgmma_pipe_kernel<128, 64, false>) == cudaSuccess && attr.numRegs >= 64)
+            if (cudaFuncGetAttributes(&attr, apply_wgmma_pipe_kernel<128, 64, kCopyAsync, false>) == cudaSuccess && attr.numRegs >= 64)
                 ok = 1;
             else (void)cudaGetLastError();
         }
@@ -1019,34 +1177,41 @@ bool wgmma_available(void)
     return cache[dev] == 1;
 }
 
-template <int GROUP, int T, bool TMA>
+template <int GROUP, int T, int COPY, bool RS>
 rad_error_t launch_wgmma_pipe_group(const Args &a)
 {
     const int64_t row_blocks = (a.n + kWgpRows - 1) / kWgpRows;
     const int64_t chunks = (a.m + T - 1) / T;
     const int64_t blocks = row_blocks * chunks;
-    if (blocks > 0x7fffffffLL) return (rad_error_t)RADIANCE_GPU_EINVAL;
-    rad_tma_desc_t xmap;
+    if (blocks > 0x7fffffffLL || a.n > 0x7fffffffLL) return (rad_error_t)RADIANCE_GPU_EINVAL;
+    rad_tma_desc_t xmap, wmap;
     memset(&xmap, 0, sizeof xmap);
-    if (TMA && rad_tma_encode_2d(&xmap, a.x, (uint64_t)a.m, (uint64_t)a.k, T, 64) != 0)
-        return launch_wgmma_pipe_group<GROUP, T, false>(a);
+    memset(&wmap, 0, sizeof wmap);
+    /* the driver may refuse a tensor map: then the path with fewer of them */
+    if (COPY >= kCopyTmaX && rad_tma_encode_2d(&xmap, a.x, 2, (uint64_t)a.m, (uint64_t)a.k, T, 64, 1) != 0)
+        return launch_wgmma_pipe_group<GROUP, T, kCopyAsync, RS>(a);
+    if (COPY == kCopyTma &&
+        rad_tma_encode_2d(&wmap, a.packed, 4, (uint64_t)a.n, (uint64_t)(a.k / 8), kWgpRows, kStepWords, 0) != 0)
+        return launch_wgmma_pipe_group<GROUP, T, kCopyTmaX, RS>(a);
     void (*kernel)(const uint16_t *, int64_t, int64_t, const int32_t *, const uint16_t *, const uint16_t *, int64_t,
-                   uint16_t *, int64_t, const rad_tma_desc_t) = apply_wgmma_pipe_kernel<GROUP, T, TMA>;
+                   uint16_t *, int64_t, const rad_tma_desc_t, const rad_tma_desc_t) =
+        apply_wgmma_pipe_kernel<GROUP, T, COPY, RS>;
     rad_error_t err = rad_func_set_max_dynamic_smem(kernel, WgpCfg<T>::smem);
     if (err != RAD_SUCCESS) return err;
     kernel<<<(unsigned)blocks, kWgpThreads, WgpCfg<T>::smem, a.stream>>>(a.x, a.m, a.k, a.packed, a.scales, a.bias,
-                                                                        a.n, a.out, chunks, xmap);
+                                                                        a.n, a.out, chunks, xmap, wmap);
     return rad_get_last_error();
 }
 
 /* The pipelined wgmma kernel where it applies (an sm_90a build on an sm_90 device, G >= 128);
- * elsewhere the tiled mma.sync kernel with the same number of tokens per warp. */
-template <int T, bool TMA>
+ * elsewhere the tiled mma.sync kernel with up to 64 tokens per block. */
+template <int T, int COPY, bool RS = false>
 rad_error_t launch_wgmma_pipe(const Args &a)
 {
     if (a.group >= 128 && wgmma_available())
-        return a.group == 128 ? launch_wgmma_pipe_group<128, T, TMA>(a) : launch_wgmma_pipe_group<256, T, TMA>(a);
-    return launch_tile_group<2, T / 8, 2>(a);
+        return a.group == 128 ? launch_wgmma_pipe_group<128, T, COPY, RS>(a)
+                              : launch_wgmma_pipe_group<256, T, COPY, RS>(a);
+    return launch_tile_group<2, (T < 64 ? T : 64) / 8, 2>(a);
 }
 
 template <int GROUP, int MT, int NT, int SS, int D>
@@ -1116,7 +1281,12 @@ enum {
     kWgmma64 = 9,
     kWgmmaTma32 = 10,
     kWgmmaTma64 = 11,
-    kVariants = 12
+    kWgmmaRs128 = 12,
+    kWgPipe32 = 13,
+    kWgPipe64 = 14,
+    kWgPipeRs128 = 15,
+    kWgPipe16 = 16,
+    kVariants = 17
 };
 
 int device_sm_cached(void)
@@ -1136,9 +1306,10 @@ rad_error_t dispatch(const Args &a, int variant)
          * variants fall back to the tiled kernel where they do not apply */
         if (!has_mma) variant = kVector;
         else if (a.m <= 8) variant = kStream;
-        else if (a.m <= 16) variant = kTile2x2;
-        else if (a.m <= 32) variant = kWgmmaTma32;
-        else variant = kWgmmaTma64;
+        else if (a.m <= 16) variant = kWgPipe16;
+        else if (a.m <= 32) variant = kWgPipe32;
+        else if (a.m <= 64) variant = kWgPipe64;
+        else variant = kWgPipeRs128;
     }
     if (variant != kVector && !has_mma) return (rad_error_t)RADIANCE_GPU_EINVAL;
     switch (variant) {
@@ -1149,10 +1320,15 @@ rad_error_t dispatch(const Args &a, int variant)
     case kTile2x8: return launch_tile_group<2, 8, 2>(a);
     case kStream: return launch_stream_group<1, 1, 4, 2>(a);
     case kStreamM2: return launch_stream_group<2, 1, 4, 2>(a);
-    case kWgmma32: return launch_wgmma_pipe<32, false>(a);
-    case kWgmma64: return launch_wgmma_pipe<64, false>(a);
-    case kWgmmaTma32: return launch_wgmma_pipe<32, true>(a);
-    case kWgmmaTma64: return launch_wgmma_pipe<64, true>(a);
+    case kWgmma32: return launch_wgmma_pipe<32, kCopyAsync>(a);
+    case kWgmma64: return launch_wgmma_pipe<64, kCopyAsync>(a);
+    case kWgmmaTma32: return launch_wgmma_pipe<32, kCopyTmaX>(a);
+    case kWgmmaTma64: return launch_wgmma_pipe<64, kCopyTmaX>(a);
+    case kWgmmaRs128: return launch_wgmma_pipe<128, kCopyTmaX, true>(a);
+    case kWgPipe32: return launch_wgmma_pipe<32, kCopyTma>(a);
+    case kWgPipe64: return launch_wgmma_pipe<64, kCopyTma>(a);
+    case kWgPipeRs128: return launch_wgmma_pipe<128, kCopyTma, true>(a);
+    case kWgPipe16: return launch_wgmma_pipe<16, kCopyTma>(a);
     default: return (rad_error_t)RADIANCE_GPU_EINVAL;
     }
 }

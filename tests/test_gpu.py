@@ -109,6 +109,29 @@ def test_apply_gpu_matches_float64(m, k, group_size):
     assert excess.max() <= 1.0, f"seed {seed}: worst error {excess.max():.2f}x the bound"
 
 
+@pytest.mark.parametrize("m", [1, 16, 64, 65, 200])
+def test_apply_gpu_hand_made_scales_match_float64(m):
+    """Scales quantize_rows never makes (zero, subnormal, a fall of 2^30 within a row, negative):
+    the running-scale kernel (m > 64) hands those rows to its exact loop; every path stays exact."""
+    rng, seed = fresh_rng()
+    n, k, group_size = 1031, 1024, 128
+    packed = rng.integers(-(2**31), 2**31, (n, k // 8), dtype=np.int64).astype(np.int32)
+    scales = (rng.random((n, k // group_size)) * 0.02 + 1e-3) * rng.choice([-1.0, 1.0], (n, k // group_size))
+    scales[3, 2] = 0.0
+    scales[300, :] = 1e-9
+    scales[300, 0] = 1.0
+    scales[700, 5] = 1e-40  # subnormal in bf16
+    scales[1030, ::2] = 0.0
+    scales = scales.astype(BF16)
+    x = rng.standard_normal((m, k)).astype(BF16)
+    got = to_numpy(radiance.apply(to_torch(x), to_torch(packed), to_torch(scales), group_size=group_size))
+    ref = apply_reference(x, radiance.unpack_shuffle(packed), scales, group_size, None)
+    w_hat = radiance.dequantize(packed, scales, group_size).astype(np.float64)
+    bound = 2.0**-8 * np.abs(ref) + 2e-6 * (np.abs(x.astype(np.float64)) @ np.abs(w_hat).T) + 1e-30
+    excess = np.abs(got.astype(np.float64) - ref) / bound
+    assert excess.max() <= 1.0, f"seed {seed}: worst error {excess.max():.2f}x the bound"
+
+
 def test_apply_gpu_any_m_without_bias_matches_cpu_path():
     rng, seed = fresh_rng()
     n, k = 777, 1024
