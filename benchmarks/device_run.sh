@@ -24,7 +24,7 @@ if [ "$what" != bench ]; then  # tests, smoke, all
     echo "GPU tests rc=$? :: $(tail -1 "$OUT/test_gpu.log")"
     timeout 200 compute-sanitizer --tool memcheck --error-exitcode 9 python3 -m pytest -q -x \
         -p no:cacheprovider tests/test_gpu.py \
-        -k "(equals_cpu and bf16 and mse and outliers) or (matches_float64 and 5120) or graphs or refused" \
+        -k "(equals_cpu and bf16 and mse and outliers) or (matches_float64 and 5120) or hand_made or graphs or refused" \
         >"$OUT/memcheck.log" 2>&1
     echo "memcheck rc=$? :: $(grep -E 'ERROR SUMMARY|passed|failed' "$OUT/memcheck.log" | tail -2 | tr '\n' ' ')"
 fi
