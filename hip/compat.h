@@ -436,9 +436,19 @@ __device__ __forceinline__ void rad_tma_load_2d(void *smem, const rad_tma_desc_t
                  "l"(desc), "r"(col), "r"(row), "r"(b)
                  : "memory");
 }
-/* d (+)= A(64 x 16 bf16, registers) * B(16 x n bf16, shared memory, K-major) for n = 16, 32, 64,
- * 128 tokens, picked by the size of the accumulator array (n / 2 floats per thread); accumulate = 0
+/* d (+)= A(64 x 16 bf16, registers) * B(16 x n bf16, shared memory, K-major) for n = 8, 16, 32,
+ * 64, 128 tokens, picked by the size of the accumulator array (n / 2 floats per thread); accumulate = 0
  * starts from zero. */
+__device__ __forceinline__ void rad_wgmma_rs(float (&d)[4], const uint32_t a[4], uint64_t desc, int accumulate)
+{
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %9, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 "
+        "{%0, %1, %2, %3}, "
+        "{%4, %5, %6, %7}, %8, p, 1, 1, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(accumulate));
+}
 __device__ __forceinline__ void rad_wgmma_rs(float (&d)[8], const uint32_t a[4], uint64_t desc, int accumulate)
 {
     asm volatile(

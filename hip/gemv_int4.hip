@@ -10,16 +10,18 @@
  * one bf16x2 fma takes the 136 off exactly. Which k an mma slot holds is free as long as x is fed
  * in the same order, so thread t feeds x at its own word's columns (one 16-byte load per word).
  * Each group is summed in fp32 accumulators of its own and then scaled into the fp32 total.
- *   m <= 8    apply_stream_kernel: a warp per 16 rows, the packed words streamed through a
- *             per-warp cp.async ring in shared memory in 256-byte visits to each row, the
- *             activations read from L1 one step ahead. G >= 128; smaller groups use
- *             apply_mma_kernel (the same with a register pipeline).
- *   m > 8     sm_90a, G >= 128: apply_wgmma_pipe_kernel, wgmma m64nTk16 with the weights as
- *             register A, 256 rows x T tokens per block, T = 16, 32, 64 (each group folded into
+ *   m <= 6    apply_stream_kernel (also 7-8 tokens when k < 2048): a warp per 16 rows, the
+ *             packed words streamed through a per-warp cp.async ring in shared memory in 256-byte
+ *             visits to each row, the activations read from L1 one step ahead. G >= 128;
+ *             smaller groups use apply_mma_kernel (the same with a register pipeline).
+ *   m > 6     sm_90a, G >= 128: apply_wgmma_pipe_kernel, wgmma m64nTk16 with the weights as
+ *             register A, 256 rows x T tokens per block: T = 8, 16, 32 (m <= 32; 4 warpgroups of
+ *             64 rows), 64 (2 warpgroups alternating two 64-row halves; each group folded into
  *             an fp32 total) or 128 (m > 64, a running scale); weights and activations brought in
  *             by the TMA engine through a full/empty mbarrier ring. More tokens are more blocks,
  *             adjacent in launch order so they share the weights through L2.
- *             Elsewhere (other GPUs, G < 128, or no tensor maps) apply_tile_kernel: the
+ *             Elsewhere (other GPUs, G < 128, or no tensor maps) the stream kernel up to 8
+ *             tokens and beyond that apply_tile_kernel: the
  *             activations of 512 columns x 8 * NT tokens staged in shared memory once per block
  *             (cp.async, double-buffered) and shared by 8 warps.
  * AMD (and NVIDIA before sm_80): apply_vector_kernel, one wave per row, fp32 FMAs, for every m.
@@ -658,7 +660,6 @@ apply_tile_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const in
  * same words and each dequantizes a quarter of them.
  */
 constexpr int kWgpRows = 256;
-constexpr int kWgpThreads = 256;
 constexpr int kWgpWBytes = kWgpRows * 64; /* the weights of one step: 256 rows x 16 words */
 
 template <int T>
@@ -712,7 +713,7 @@ __device__ void wgp_exact_rows(const int *rows, int nrows, int64_t rbase, int64_
 {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int64_t kw = k / 8, ng = k / GROUP;
-    for (int p = warp; p < nrows * T; p += kWgpThreads / 32) {
+    for (int p = warp; p < nrows * T; p += (int)(blockDim.x / 32)) {
         const int64_t row = rbase + rows[p / T];
         const int64_t tok = tok0 + p % T;
         if (tok >= m) continue; /* whole warp */
@@ -744,8 +745,11 @@ __device__ void wgp_exact_rows(const int *rows, int nrows, int64_t rbase, int64_
  * ring slot and no block barrier (one thread issues, every warp releases the slots it has read). */
 enum { kCopyAsync = 0, kCopyTmaX = 1, kCopyTma = 2 };
 
-template <int GROUP, int T, int COPY, bool RS>
-__global__ void __launch_bounds__(kWgpThreads, 1)
+/* NH: 64-row halves per warpgroup, 2 (ping-pong, 2 warpgroups) or 1 (4 warpgroups, each waiting
+ * for its own group before the fold: 16 warps to hide latency, <= 128 registers, TMA copies
+ * only). 256 rows per block either way. */
+template <int GROUP, int T, int COPY, bool RS, int NH = 2>
+__global__ void __launch_bounds__(512 / NH, 1)
 apply_wgmma_pipe_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const int32_t *__restrict__ packed,
                         const uint16_t *__restrict__ scales, const uint16_t *__restrict__ bias, int64_t n,
                         uint16_t *__restrict__ out, int64_t token_chunks, const RAD_GRID_CONSTANT rad_tma_desc_t xmap,
@@ -755,6 +759,8 @@ apply_wgmma_pipe_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, co
     constexpr bool TMA = COPY >= kCopyTmaX, PIPE = COPY == kCopyTma;
     static_assert(GROUP >= 128, "one scale per row and step");
     static_assert(RS || T <= 64, "the fold keeps a total per accumulator: 64 tokens at most");
+    static_assert(NH == 2 || (NH == 1 && COPY == kCopyTma), "4 warpgroups take their copies from TMA only");
+    static_assert(COPY != kCopyAsync || T >= 16, "the cp.async activation layout covers 16 tokens");
     using Cfg = WgpCfg<T>;
     constexpr int S = Cfg::stages;
     constexpr int NA = T / 2; /* accumulator floats per thread for one 64-row half */
@@ -795,7 +801,7 @@ apply_wgmma_pipe_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, co
     auto issue = [&](int step) __attribute__((always_inline)) {
         if (PIPE) {
             if (tid == 0 && step < nsteps) {
-                /* the slot's previous step (step - S) released by all 8 warps */
+                /* the slot's previous step (step - S) released by every warp */
                 if (step >= S) rad_mbarrier_wait(ebar + step % S, (unsigned)(step / S - 1) & 1u);
                 unsigned char *st = smem + (step % S) * Cfg::stage_bytes;
                 uint64_t *bar = xbar + step % S;
@@ -836,28 +842,28 @@ apply_wgmma_pipe_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, co
 
     /* this thread's rows: half h, rows g (hi = 0) and g + 8 (hi = 1) of its warp's 16; scales of
      * rows past the end read as 0 */
-    const int local0 = wg * 128 + warp * 16 + g;
+    const int local0 = wg * (64 * NH) + warp * 16 + g;
     const uint16_t *srow = scales + (rbase + local0) * ng;
     unsigned sok = 0;
 #pragma unroll
-    for (int h = 0; h < 2; h++)
+    for (int h = 0; h < NH; h++)
 #pragma unroll
         for (int hi = 0; hi < 2; hi++) sok |= (rbase + local0 + 64 * h + 8 * hi < n ? 1u : 0u) << (2 * h + hi);
 
-    float total[2][RS ? 1 : NA], acc[2][NA];
+    float total[NH][RS ? 1 : NA], acc[NH][NA];
 #pragma unroll
-    for (int h = 0; h < 2; h++) {
+    for (int h = 0; h < NH; h++) {
 #pragma unroll
         for (int r = 0; r < NA; r++) acc[h][r] = 0.0f;
 #pragma unroll
         for (int r = 0; r < (RS ? 1 : NA); r++) total[h][r] = 0.0f;
     }
-    uint32_t afr[2][8][4];
-    float sc[2][2]; /* fold: scales of the group in flight per half (rows lo, hi); RS: the reference */
+    uint32_t afr[NH][8][4];
+    float sc[NH][2]; /* fold: scales of the group in flight per half (rows lo, hi); RS: the reference */
     /* RS: the next step's scale bits (loaded a step ahead), each row's largest |scale| so far, and
      * the rows (bit 2 h + hi) that need the exact loop */
-    uint32_t snext[2][2];
-    float runmax[2][2];
+    uint32_t snext[NH][2];
+    float runmax[NH][2];
     unsigned bad = 0;
     auto load_scale_bits = [&](int s, int h, int hi) __attribute__((always_inline)) {
         const int grp = GROUP == 256 ? s >> 1 : s;
@@ -865,7 +871,7 @@ apply_wgmma_pipe_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, co
     };
     if (RS) {
 #pragma unroll
-        for (int h = 0; h < 2; h++)
+        for (int h = 0; h < NH; h++)
 #pragma unroll
             for (int hi = 0; hi < 2; hi++) {
                 snext[h][hi] = load_scale_bits(0, h, hi);
@@ -876,7 +882,7 @@ apply_wgmma_pipe_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, co
 
     if (TMA) {
         if (tid < S) rad_mbarrier_init(xbar + tid, 1);
-        if (PIPE && tid < S) rad_mbarrier_init(ebar + tid, kWgpThreads / 32);
+        if (PIPE && tid < S) rad_mbarrier_init(ebar + tid, 16 / NH); /* one arrival per warp */
         rad_fence_mbarrier_init();
         __syncthreads();
     }
@@ -927,10 +933,13 @@ apply_wgmma_pipe_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, co
     /* half h of step s: scale the half's previous group in (once it is done), build the A
      * fragments from the packed words in shared memory, and queue 8 wgmmas */
     auto run_half = [&](const unsigned char *st, int s, int h, bool wait_prev) __attribute__((always_inline)) {
-        if (wait_prev) rad_wgmma_wait<1>(); /* all but the most recent group: this half's previous one */
-        /* PIPE: both halves of step s - 1 are done (or drained at the end of a chunk), and this
-         * warp's reads of its weights: release the slot */
-        if (PIPE && h == 1 && s > 0 && lane == 0) rad_mbarrier_arrive(ebar + (s - 1) % S);
+        if (wait_prev) { /* all but the most recent group: this half's previous one */
+            if (NH == 2) rad_wgmma_wait<1>();
+            else rad_wgmma_wait<0>();
+        }
+        /* PIPE: this warpgroup's wgmmas of step s - 1 are done (or drained at the end of a
+         * chunk), and so are this warp's reads of its weights: release the slot */
+        if (PIPE && h == NH - 1 && s > 0 && lane == 0) rad_mbarrier_arrive(ebar + (s - 1) % S);
         if (RS) {
             rescale_half(s, h);
         } else {
@@ -975,13 +984,15 @@ apply_wgmma_pipe_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, co
 #pragma unroll
         for (int u = 0; u < U; u++) {
             const unsigned char *st = begin_step(s0 + u);
-            run_half(st, s0 + u, 0, u > 0);
-            run_half(st, s0 + u, 1, u > 0);
+#pragma unroll
+            for (int h = 0; h < NH; h++) run_half(st, s0 + u, h, u > 0);
         }
-        rad_wgmma_wait<1>();
-        fold_half(0);
+        if (NH == 2) {
+            rad_wgmma_wait<1>();
+            fold_half(0);
+        }
         rad_wgmma_wait<0>();
-        fold_half(1);
+        fold_half(NH - 1);
     };
     int s = 0;
     for (; s + kWgpChunk<T> <= nsteps; s += kWgpChunk<T>) run_chunk(s, IntConstant<kWgpChunk<T>>());
@@ -989,8 +1000,8 @@ apply_wgmma_pipe_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, co
     if (!PIPE) rad_cp_async_wait<0>();
 
 #pragma unroll
-    for (int h = 0; h < 2; h++) {
-        const int64_t row0 = rbase + wg * 128 + h * 64 + warp * 16 + g;
+    for (int h = 0; h < NH; h++) {
+        const int64_t row0 = rbase + wg * (64 * NH) + h * 64 + warp * 16 + g;
 #pragma unroll
         for (int r = 0; r < NA; r++) {
             const int hi = (r >> 1) & 1;
@@ -1009,7 +1020,7 @@ apply_wgmma_pipe_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, co
         __syncthreads();
         if (t == 0) {
 #pragma unroll
-            for (int b = 0; b < 4; b++)
+            for (int b = 0; b < 2 * NH; b++)
                 if ((bad >> b) & 1u) list[atomicAdd(count, 1)] = local0 + 64 * (b >> 1) + 8 * (b & 1);
         }
         __syncthreads();
@@ -1154,6 +1165,8 @@ template <int MT, int NT, int PF>
 rad_error_t launch_mma_group(const Args &a);
 template <int MT, int NT, int PF>
 rad_error_t launch_tile_group(const Args &a);
+template <int MT, int NT, int SS, int D>
+rad_error_t launch_stream_group(const Args &a);
 
 /* Whether this build holds the wgmma kernel (an sm_90a binary) for the current device: the body is
  * compiled only for sm_90a, so an empty stand-in (a plain sm_90 build) uses almost no registers. */
@@ -1177,7 +1190,7 @@ bool wgmma_available(void)
     return cache[dev] == 1;
 }
 
-template <int GROUP, int T, int COPY, bool RS>
+template <int GROUP, int T, int COPY, bool RS, int NH = 2>
 rad_error_t launch_wgmma_pipe_group(const Args &a)
 {
     const int64_t row_blocks = (a.n + kWgpRows - 1) / kWgpRows;
@@ -1187,31 +1200,37 @@ rad_error_t launch_wgmma_pipe_group(const Args &a)
     rad_tma_desc_t xmap, wmap;
     memset(&xmap, 0, sizeof xmap);
     memset(&wmap, 0, sizeof wmap);
-    /* the driver may refuse a tensor map: then the path with fewer of them */
-    if (COPY >= kCopyTmaX && rad_tma_encode_2d(&xmap, a.x, 2, (uint64_t)a.m, (uint64_t)a.k, T, 64, 1) != 0)
-        return launch_wgmma_pipe_group<GROUP, T, kCopyAsync, RS>(a);
-    if (COPY == kCopyTma &&
-        rad_tma_encode_2d(&wmap, a.packed, 4, (uint64_t)a.n, (uint64_t)(a.k / 8), kWgpRows, kStepWords, 0) != 0)
-        return launch_wgmma_pipe_group<GROUP, T, kCopyTmaX, RS>(a);
+    /* The driver may refuse a tensor map: then, from 32 tokens, the kernel with fewer of them
+     * (checked as the wgtma* and wgmma* variants); with fewer tokens the stream or tiled kernel. */
+    const bool x_ok = COPY < kCopyTmaX || rad_tma_encode_2d(&xmap, a.x, 2, (uint64_t)a.m, (uint64_t)a.k, T, 64, 1) == 0;
+    const bool w_ok = COPY < kCopyTma || (x_ok && rad_tma_encode_2d(&wmap, a.packed, 4, (uint64_t)a.n, (uint64_t)(a.k / 8),
+                                                                    kWgpRows, kStepWords, 0) == 0);
+    if (!x_ok || !w_ok) {
+        if constexpr (T <= 8) return launch_stream_group<1, 1, 4, 2>(a);
+        else if constexpr (T <= 16) return launch_tile_group<2, 2, 2>(a);
+        else if (!x_ok) return launch_wgmma_pipe_group<GROUP, T, kCopyAsync, RS>(a);
+        else return launch_wgmma_pipe_group<GROUP, T, kCopyTmaX, RS>(a);
+    }
     void (*kernel)(const uint16_t *, int64_t, int64_t, const int32_t *, const uint16_t *, const uint16_t *, int64_t,
                    uint16_t *, int64_t, const rad_tma_desc_t, const rad_tma_desc_t) =
-        apply_wgmma_pipe_kernel<GROUP, T, COPY, RS>;
+        apply_wgmma_pipe_kernel<GROUP, T, COPY, RS, NH>;
     rad_error_t err = rad_func_set_max_dynamic_smem(kernel, WgpCfg<T>::smem);
     if (err != RAD_SUCCESS) return err;
-    kernel<<<(unsigned)blocks, kWgpThreads, WgpCfg<T>::smem, a.stream>>>(a.x, a.m, a.k, a.packed, a.scales, a.bias,
+    kernel<<<(unsigned)blocks, 512 / NH, WgpCfg<T>::smem, a.stream>>>(a.x, a.m, a.k, a.packed, a.scales, a.bias,
                                                                         a.n, a.out, chunks, xmap, wmap);
     return rad_get_last_error();
 }
 
 /* The pipelined wgmma kernel where it applies (an sm_90a build on an sm_90 device, G >= 128);
- * elsewhere the tiled mma.sync kernel with up to 64 tokens per block. */
-template <int T, int COPY, bool RS = false>
+ * elsewhere the stream kernel for 8 tokens, the tiled mma.sync kernel with 16 to 64 for more. */
+template <int T, int COPY, bool RS = false, int NH = 2>
 rad_error_t launch_wgmma_pipe(const Args &a)
 {
     if (a.group >= 128 && wgmma_available())
-        return a.group == 128 ? launch_wgmma_pipe_group<128, T, COPY, RS>(a)
-                              : launch_wgmma_pipe_group<256, T, COPY, RS>(a);
-    return launch_tile_group<2, (T < 64 ? T : 64) / 8, 2>(a);
+        return a.group == 128 ? launch_wgmma_pipe_group<128, T, COPY, RS, NH>(a)
+                              : launch_wgmma_pipe_group<256, T, COPY, RS, NH>(a);
+    if (T <= 8) return launch_stream_group<1, 1, 4, 2>(a);
+    return launch_tile_group<2, (T < 16 ? 16 : T < 64 ? T : 64) / 8, 2>(a);
 }
 
 template <int GROUP, int MT, int NT, int SS, int D>
@@ -1286,7 +1305,10 @@ enum {
     kWgPipe64 = 14,
     kWgPipeRs128 = 15,
     kWgPipe16 = 16,
-    kVariants = 17
+    kWgQuad8 = 17,
+    kWgQuad16 = 18,
+    kWgQuad32 = 19,
+    kVariants = 20
 };
 
 int device_sm_cached(void)
@@ -1305,9 +1327,12 @@ rad_error_t dispatch(const Args &a, int variant)
         /* picked from the H200 measurements in benchmarks/PERF_LOG.md (2026-11-30); the wgmma
          * variants fall back to the tiled kernel where they do not apply */
         if (!has_mma) variant = kVector;
-        else if (a.m <= 8) variant = kStream;
-        else if (a.m <= 16) variant = kWgPipe16;
-        else if (a.m <= 32) variant = kWgPipe32;
+        /* 7-8 tokens with few steps (262144 x 640: 5) fill the wgmma pipeline too briefly: 59.5
+         * against 47.6 us for the stream kernel there */
+        else if (a.m <= 6 || (a.m <= 8 && a.k < 2048)) variant = kStream;
+        else if (a.m <= 8) variant = kWgQuad8;
+        else if (a.m <= 16) variant = kWgQuad16;
+        else if (a.m <= 32) variant = kWgQuad32;
         else if (a.m <= 64) variant = kWgPipe64;
         else variant = kWgPipeRs128;
     }
@@ -1329,6 +1354,9 @@ rad_error_t dispatch(const Args &a, int variant)
     case kWgPipe64: return launch_wgmma_pipe<64, kCopyTma>(a);
     case kWgPipeRs128: return launch_wgmma_pipe<128, kCopyTma, true>(a);
     case kWgPipe16: return launch_wgmma_pipe<16, kCopyTma>(a);
+    case kWgQuad8: return launch_wgmma_pipe<8, kCopyTma, false, 1>(a);
+    case kWgQuad16: return launch_wgmma_pipe<16, kCopyTma, false, 1>(a);
+    case kWgQuad32: return launch_wgmma_pipe<32, kCopyTma, false, 1>(a);
     default: return (rad_error_t)RADIANCE_GPU_EINVAL;
     }
 }
