@@ -75,6 +75,13 @@ struct Lanes {
  * fma) rounds correctly, ties and all. rint is + M - M with M = 1.5 * 2^23, and the clamps (which
  * commute with rint: -8 and 7 are integers) apply to the quotient.
  */
+/* RN(v / sf) from y = RN(1 / sf): q0 = RN(v * y), then one Markstein step (see below) */
+__device__ __forceinline__ float exact_quotient(float v, float sf, float y)
+{
+    const float q0 = rad_mul_rn(v, y);
+    return rad_fma_rn(rad_fma_rn(-sf, q0, v), y, q0);
+}
+
 template <int GROUP, int R, bool EXACT>
 __device__ __forceinline__ float ratio_error(const float v[kElems], float sf)
 {
@@ -82,8 +89,7 @@ __device__ __forceinline__ float ratio_error(const float v[kElems], float sf)
     float p[kWords];
 #pragma unroll
     for (int e = 0; e < kElems; e++) {
-        float quo = rad_mul_rn(v[e], y);
-        if (EXACT) quo = rad_fma_rn(rad_fma_rn(-sf, quo, v[e]), y, quo);
+        const float quo = EXACT ? exact_quotient(v[e], sf, y) : rad_mul_rn(v[e], y);
         const float s = rad_add_rn(clamp_for_ratio<R>(quo), kRoundMagic);
         const float q = rad_sub_rn(s, kRoundMagic);
         /* q * sf is exact (4-bit by 8-bit significands), so the fused form rounds once, at the
@@ -116,11 +122,8 @@ __device__ __forceinline__ void exact_codes(const float v[kElems], float sf, flo
 {
     const float y = rad_div_rn(1.0f, sf);
 #pragma unroll
-    for (int e = 0; e < kElems; e++) {
-        const float q0 = rad_mul_rn(v[e], y);
-        const float quo = rad_fma_rn(rad_fma_rn(-sf, q0, v[e]), y, q0);
-        s[e] = rad_add_rn(fminf(fmaxf(quo, -8.0f), 7.0f), kRoundMagic);
-    }
+    for (int e = 0; e < kElems; e++)
+        s[e] = rad_add_rn(fminf(fmaxf(exact_quotient(v[e], sf, y), -8.0f), 7.0f), kRoundMagic);
 }
 
 /* The raw bits of one thread's weights: 16 bytes a word for 16-bit types, 32 for fp32. */
