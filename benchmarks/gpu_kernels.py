@@ -3,8 +3,11 @@
 
     python benchmarks/gpu_kernels.py build  [--lib PATH] [--log PATH]   # nvcc -x cu hip/*.hip -> .so
     python benchmarks/gpu_kernels.py check  [--lib PATH] [--big]        # correctness, exit 1 on any mismatch
-    python benchmarks/gpu_kernels.py time   [--lib PATH] [--quick] [--heads NxK,...]  # vs bf16 / fp8 / tinygemm
+    python benchmarks/gpu_kernels.py time   [--lib PATH] [--quick] [--heads NxK,...] [--variants a,b]
+                                                                        # vs bf16 / fp8 / tinygemm
     python benchmarks/gpu_kernels.py refcheck                           # NumPy reference vs the CPU C path
+    python benchmarks/gpu_kernels.py sass                               # instruction counts per kernel
+    ncu ... python benchmarks/gpu_kernels.py profile [--variants m:variant,...]  # one launch of each
 
 The quantizer is checked bit for bit against a NumPy float32 implementation of the rule in
 DESIGN.md written here (one rounding per step, the fixed summation order); apply against a float64
