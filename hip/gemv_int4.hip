@@ -45,6 +45,13 @@ __device__ __forceinline__ uint16_t out_bf16(float acc, const uint16_t *bias, in
     return rad_float_to_bf16_rne(acc);
 }
 
+/* q (-8..7) of element e (0..7) of a packed word: nibble order 0, 2, 4, 6, 1, 3, 5, 7 (DESIGN.md) */
+__device__ __forceinline__ float word_q(uint32_t w, int e)
+{
+    constexpr int kShift[8] = {0, 16, 4, 20, 8, 24, 12, 28};
+    return (float)((int)((w >> kShift[e]) & 15u) - 8);
+}
+
 /* ------------------------------------------------------------------------------------------ */
 /* Matrix path                                                                                 */
 /* ------------------------------------------------------------------------------------------ */
@@ -726,11 +733,7 @@ __device__ void wgp_exact_rows(const int *rows, int nrows, int64_t rbase, int64_
                 const int64_t word = grp * (GROUP / 8) + j;
                 const uint32_t w = (uint32_t)wrow[word];
 #pragma unroll
-                for (int e = 0; e < 8; e++) {
-                    constexpr int kShift[8] = {0, 16, 4, 20, 8, 24, 12, 28};
-                    const float q = (float)((int)((w >> kShift[e]) & 15u) - 8);
-                    part += q * rad_bf16_to_float(xrow[8 * word + e]);
-                }
+                for (int e = 0; e < 8; e++) part += word_q(w, e) * rad_bf16_to_float(xrow[8 * word + e]);
             }
             acc += rad_bf16_to_float(scales[row * ng + grp]) * part;
         }
@@ -1065,10 +1068,7 @@ __device__ __forceinline__ void apply_vector_rows(const uint16_t *__restrict__ x
                 for (int i = 0; i < 4; i++) {
                     float q[8];
 #pragma unroll
-                    for (int e = 0; e < 8; e++) {
-                        constexpr int kShift[8] = {0, 16, 4, 20, 8, 24, 12, 28};
-                        q[e] = (float)((int)((words[i] >> kShift[e]) & 15u) - 8);
-                    }
+                    for (int e = 0; e < 8; e++) q[e] = word_q(words[i], e);
 #pragma unroll
                     for (int b = 0; b < kVecTokens; b++) {
                         if (tok0 + b >= m) break;
