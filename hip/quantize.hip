@@ -41,13 +41,14 @@ __device__ __forceinline__ float group_scale(float amax, float c)
  * Clamps that cannot bind are left out: |w / sf| <= 7 / r * (1 + 2^-8), i.e. < 7.39 for
  * r >= 0.95 (no clamp), < 8.5 in magnitude with rint(-8.25) = -8 for r = 0.9 and 0.85 (upper
  * clamp only), both clamps for 0.8. Clamping before rounding is the same as after, because -8 and
- * 7 are integers and rounding is monotone.
+ * 7 are integers and rounding is monotone; so the clamps may also apply to M + rint(t), with the
+ * bounds M - 8 and M + 7 (OFFSET = M).
  */
 template <int R>
-__device__ __forceinline__ float clamp_for_ratio(float t)
+__device__ __forceinline__ float clamp_for_ratio(float t, float offset)
 {
-    if (R >= 2) t = fminf(t, 7.0f);
-    if (R >= 4) t = fmaxf(t, -8.0f);
+    if (R >= 2) t = fminf(t, offset + 7.0f);
+    if (R >= 4) t = fmaxf(t, offset - 8.0f);
     return t;
 }
 
@@ -63,17 +64,20 @@ struct Lanes {
 };
 
 /*
- * The squared error of ratio R in the CPU's order. q = rint(clamp(RN(v / sf))); the search uses
- * q0 = RN(v * y), y = RN(1 / sf), in place of the correctly rounded quotient when the weights are
- * bf16 or fp16 (EXACT = false). That gives the same q except at exact ties: with 8-bit (bf16) or
- * 11-bit (fp16) significands for v and an 8-bit one for sf, a quotient that is not a tie k + 1/2
- * lies at least 1 / (2 * 255 * 32) ~ 6e-5 from one once it is 1/2 or more, while q0 is within
- * 2^-23 relative (< 1.1e-6 below 9.5) of it. At a tie both candidates k and k + 1 are sf / 2 from
- * v, so the error is the same bit for bit; the winner's nibbles are then rebuilt from the
- * correctly rounded quotient (exact_codes). fp32 weights (EXACT) take that quotient everywhere:
- * q0 = RN(v * y), then one Markstein step q0 + (v - sf * q0) * y (the residual is exact in an
- * fma) rounds correctly, ties and all. rint is + M - M with M = 1.5 * 2^23, and the clamps (which
- * commute with rint: -8 and 7 are integers) apply to the quotient.
+ * The squared error of ratio R in the CPU's order. q = rint(clamp(RN(v / sf))); when the weights
+ * are bf16 or fp16 (EXACT = false) the search takes M + q from one fma, RN(v * y + M) with y the
+ * hardware's estimate of 1 / sf (within 1 ulp) and M = 1.5 * 2^23: the sum lies in [2^23, 2^24),
+ * where the unit is 1, so it is M + rint(v * y) of the exact product (ties to even). That gives
+ * the same q as the correctly rounded quotient except at exact ties: with 8-bit (bf16) or 11-bit
+ * (fp16) significands for v and an 8-bit one for sf, a quotient that is not a tie k + 1/2 lies at
+ * least 1 / (2 * 255 * 32) ~ 6e-5 from one once it is 1/2 or more (and 1e-3 from 1/2 below it),
+ * while v * y is within |v / sf| * 2^-22 < 2.2e-6 of it. At a tie both candidates k and k + 1
+ * are sf / 2 from v, so the error is the same bit for bit; the winner's nibbles are then rebuilt
+ * from the correctly rounded quotient (exact_codes). fp32 weights (EXACT) take that quotient
+ * everywhere: y = RN(1 / sf), q0 = RN(v * y), then one Markstein step q0 + (v - sf * q0) * y (the
+ * residual is exact in an fma) rounds correctly, ties and all, and rint is + M - M. The clamps
+ * (which commute with rint: -8 and 7 are integers) apply to the quotient, or to M + q with bounds
+ * moved by M.
  */
 /* RN(v / sf) from y = RN(1 / sf): q0 = RN(v * y), then one Markstein step (see below) */
 __device__ __forceinline__ float exact_quotient(float v, float sf, float y)
@@ -85,12 +89,13 @@ __device__ __forceinline__ float exact_quotient(float v, float sf, float y)
 template <int GROUP, int R, bool EXACT>
 __device__ __forceinline__ float ratio_error(const float v[kElems], float sf)
 {
-    const float y = rad_div_rn(1.0f, sf);
+    /* sf is a normal number from 1e-8 to below 2^126, so 1 / sf is normal too */
+    const float y = EXACT ? rad_div_rn(1.0f, sf) : rad_rcp_approx(sf);
     float p[kWords];
 #pragma unroll
     for (int e = 0; e < kElems; e++) {
-        const float quo = EXACT ? exact_quotient(v[e], sf, y) : rad_mul_rn(v[e], y);
-        const float s = rad_add_rn(clamp_for_ratio<R>(quo), kRoundMagic);
+        const float s = EXACT ? rad_add_rn(clamp_for_ratio<R>(exact_quotient(v[e], sf, y), 0.0f), kRoundMagic)
+                              : clamp_for_ratio<R>(rad_fma_rn(v[e], y, kRoundMagic), kRoundMagic);
         const float q = rad_sub_rn(s, kRoundMagic);
         /* q * sf is exact (4-bit by 8-bit significands), so the fused form rounds once, at the
          * subtraction, exactly like the CPU's separate multiply and subtract. */
@@ -116,14 +121,30 @@ __device__ __forceinline__ void try_ratio(const float v[kElems], float amax, flo
     best_sf = better ? sf : best_sf;
 }
 
-/* s[e] = M + rint(clamp(RN(v[e] / sf), -8, 7)) for the chosen scale, the quotient correctly
- * rounded (see ratio_error). */
+/* s[e] = M + 8 + rint(clamp(RN(v[e] / sf), -8, 7)) for the chosen scale, the quotient correctly
+ * rounded (see ratio_error): M + 8 is even and in [2^23, 2^24), so the sum rounds to the nearest
+ * integer, ties to even, and its bits are those of M plus the nibble q + 8 (0..15). */
 __device__ __forceinline__ void exact_codes(const float v[kElems], float sf, float s[kElems])
 {
     const float y = rad_div_rn(1.0f, sf);
 #pragma unroll
     for (int e = 0; e < kElems; e++)
-        s[e] = rad_add_rn(fminf(fmaxf(exact_quotient(v[e], sf, y), -8.0f), 7.0f), kRoundMagic);
+        s[e] = rad_add_rn(fminf(fmaxf(exact_quotient(v[e], sf, y), -8.0f), 7.0f), kRoundMagic + 8.0f);
+}
+
+/* The packed word of 8 codes from exact_codes: sum_e bits(s[e]) << shift_e is the nibbles in
+ * place plus bits(M) << shift_e summed, a constant that comes off mod 2^32 (multiply-adds, which
+ * the integer multiplier takes, instead of a mask, a shift and an or per nibble). */
+__device__ __forceinline__ uint32_t pack_codes(const float s[8])
+{
+    constexpr int kShift[8] = {0, 16, 4, 20, 8, 24, 12, 28}; /* nibble order 0, 2, 4, 6, 1, 3, 5, 7 */
+    constexpr uint32_t kM = 0x4B400000u;                       /* bits of M = 1.5 * 2^23 */
+    constexpr uint32_t kOffset = kM + (kM << 16) + (kM << 4) + (kM << 20) + (kM << 8) + (kM << 24) + (kM << 12) +
+                                 (kM << 28);
+    uint32_t w = rad_float_to_bits(s[0]) - kOffset;
+#pragma unroll
+    for (int e = 1; e < 8; e++) w += rad_float_to_bits(s[e]) * (1u << kShift[e]);
+    return w;
 }
 
 /* The raw bits of one thread's weights: 16 bytes a word for 16-bit types, 32 for fp32. */
@@ -252,15 +273,8 @@ __device__ __forceinline__ void quantize_words(const Raw<DTYPE> &raw, int64_t wo
     exact_codes(v, best_sf, best_s);
 
     if (!active) return;
-    /* s = M + q holds q in its low bits: nibble q + 8 = (bits & 15) ^ 8 */
-    constexpr int kShift[8] = {0, 16, 4, 20, 8, 24, 12, 28};
 #pragma unroll
-    for (int wi = 0; wi < kWords; wi++) {
-        uint32_t out = 0;
-#pragma unroll
-        for (int e = 0; e < 8; e++) out |= (rad_float_to_bits(best_s[8 * wi + e]) & 15u) << kShift[e];
-        packed[word + wi * kLanesPerGroup] = (int32_t)(out ^ 0x88888888u);
-    }
+    for (int wi = 0; wi < kWords; wi++) packed[word + wi * kLanesPerGroup] = (int32_t)pack_codes(best_s + 8 * wi);
     if (threadIdx.x % kLanesPerGroup == 0) scales[word / (GROUP / 8)] = (uint16_t)(rad_float_to_bits(best_sf) >> 16);
 }
 
