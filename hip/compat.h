@@ -347,6 +347,12 @@ __device__ __forceinline__ void rad_cp_async_16(void *smem, const void *gmem, bo
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(s), "l"(gmem), "r"(valid ? 16 : 0)
                  : "memory");
 }
+/* The same, always 16 bytes, to a shared-memory address already in the shared window (the value
+ * __cvta_generic_to_shared gives): no size operand and no conversion per copy. */
+__device__ __forceinline__ void rad_cp_async_16_full(unsigned smem, const void *gmem)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(smem), "l"(gmem) : "memory");
+}
 __device__ __forceinline__ void rad_cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 template <int N>
 __device__ __forceinline__ void rad_cp_async_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }

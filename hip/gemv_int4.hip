@@ -276,7 +276,7 @@ struct StreamSmem {
     static constexpr int bytes = kStreamWarps * D * slot;
 };
 
-template <int GROUP, int MT, int NT, int SS, int D>
+template <int GROUP, int MT, int NT, int SS, int D, bool CLAMPX = true>
 __global__ void __launch_bounds__(kStreamWarps * 32, MT * NT == 1 ? 4 : 1)
 apply_stream_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const int32_t *__restrict__ packed,
                     const uint16_t *__restrict__ scales, const uint16_t *__restrict__ bias, int64_t n,
@@ -305,18 +305,32 @@ apply_stream_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const 
     unsigned char *ring = smem + warp * (D * kSlot);
 
     /* copies: piece c = lane % kLanesPerRow (step c / 4 of the super-step) of rows
-     * lane / kLanesPerRow + (32 / kLanesPerRow) i */
+     * crow + kRowStep i, crow = lane / kLanesPerRow (all of the same parity, so one swizzle). A
+     * warp whose rows are all inside copies with no per-copy test; past the end, rows read as
+     * zeros and are never stored. */
+    constexpr int kRowStep = 32 / kLanesPerRow;
+    static_assert(kRowStep % 2 == 0, "a lane's copy rows share one parity, so one swizzle");
     const int cpiece = lane % kLanesPerRow, crow = lane / kLanesPerRow;
-    const int32_t *csrc = packed + (row0 + crow) * kw + 4 * cpiece;
+    const bool all_rows = row0 + kRowsW <= n;
+    const int rows_left = (int)(all_rows ? kRowsW : n - row0) - crow; /* copy i: a row if kRowStep i < */
+    const unsigned char *csrc = (const unsigned char *)(packed + (row0 + crow) * kw + 4 * cpiece);
+    const int64_t cstride = (int64_t)kRowStep * kw * 4; /* bytes between a lane's copies */
+    const int cdst = crow * kRowBytes + ((cpiece ^ ((crow & 1) << 2)) << 4);
+    const unsigned ring_s = (unsigned)__cvta_generic_to_shared(ring);
     auto issue = [&](int j) __attribute__((always_inline)) {
         if (j < nsuper && j * SS + (cpiece >> 2) < nsteps) {
-            unsigned char *slot = ring + (j % D) * kSlot;
+            const int dst = (j % D) * kSlot + cdst;
+            const unsigned char *src = csrc + (int64_t)j * (SS * kStepWords * 4);
+            if (all_rows) {
 #pragma unroll
-            for (int i = 0; i < kCopies; i++) {
-                const int r = crow + (32 / kLanesPerRow) * i;
-                const bool ok = row0 + r < n; /* rows past the end: zeros, never stored */
-                rad_cp_async_16(slot + r * kRowBytes + ((cpiece ^ ((r & 1) << 2)) << 4),
-                                ok ? csrc + (int64_t)(r - crow) * kw + (int64_t)j * (SS * kStepWords) : packed, ok);
+                for (int i = 0; i < kCopies; i++, src += cstride)
+                    rad_cp_async_16_full(ring_s + dst + i * kRowStep * kRowBytes, src);
+            } else {
+#pragma unroll
+                for (int i = 0; i < kCopies; i++, src += cstride) {
+                    const bool ok = kRowStep * i < rows_left;
+                    rad_cp_async_16(ring + dst + i * kRowStep * kRowBytes, ok ? (const void *)src : packed, ok);
+                }
             }
         }
         rad_cp_async_commit();
@@ -353,15 +367,17 @@ apply_stream_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const 
 #pragma unroll
             for (int c = 0; c < 4; c++) total[mt][nt][c] = acc[0][mt][nt][c] = acc[1][mt][nt][c] = 0.0f;
     /* activations, loaded one step ahead into alternating register sets (4 words x 16 bytes per
-     * token); threads of tokens past m load nothing: their registers keep arbitrary values, which
-     * only reach that token's column of the mma result, never stored */
+     * token). Threads of tokens past m either load token m - 1 (CLAMPX: the addresses of a lane
+     * of the last token, so no extra traffic and no per-step test; faster for 1-2 tokens) or load
+     * nothing (faster for 3-6 tokens, H200). Either way what they hold only reaches that token's
+     * column of the mma result, which is never stored. */
     const uint16_t *xsrc[NT];
     bool xvalid[NT];
 #pragma unroll
     for (int nt = 0; nt < NT; nt++) {
         const int64_t tok = tok0 + 8 * nt + g;
-        xvalid[nt] = tok < m;
-        xsrc[nt] = x + (xvalid[nt] ? tok : 0) * k + 32 * t;
+        xvalid[nt] = CLAMPX || tok < m;
+        xsrc[nt] = x + (tok < m ? tok : m - 1) * k + 32 * t;
     }
     rad_u32x4 xb[2][NT][4];
 #pragma unroll
@@ -1165,7 +1181,7 @@ template <int MT, int NT, int PF>
 rad_error_t launch_mma_group(const Args &a);
 template <int MT, int NT, int PF>
 rad_error_t launch_tile_group(const Args &a);
-template <int MT, int NT, int SS, int D>
+template <int MT, int NT, int SS, int D, bool CLAMPX = true>
 rad_error_t launch_stream_group(const Args &a);
 
 /* Whether this build holds the wgmma kernel (an sm_90a binary) for the current device: the body is
@@ -1233,7 +1249,7 @@ rad_error_t launch_wgmma_pipe(const Args &a)
     return launch_tile_group<2, (T < 16 ? 16 : T < 64 ? T : 64) / 8, 2>(a);
 }
 
-template <int GROUP, int MT, int NT, int SS, int D>
+template <int GROUP, int MT, int NT, int SS, int D, bool CLAMPX = true>
 rad_error_t launch_stream(const Args &a)
 {
     const int64_t rows_per_block = 16 * MT * kStreamWarps;
@@ -1243,7 +1259,7 @@ rad_error_t launch_stream(const Args &a)
     if (blocks > 0x7fffffffLL) return (rad_error_t)RADIANCE_GPU_EINVAL;
     const int smem = StreamSmem<MT, SS, D>::bytes;
     void (*kernel)(const uint16_t *, int64_t, int64_t, const int32_t *, const uint16_t *, const uint16_t *, int64_t,
-                   uint16_t *, int64_t) = apply_stream_kernel<GROUP, MT, NT, SS, D>;
+                   uint16_t *, int64_t) = apply_stream_kernel<GROUP, MT, NT, SS, D, CLAMPX>;
     rad_error_t err = rad_func_set_max_dynamic_smem(kernel, smem);
     if (err != RAD_SUCCESS) return err;
     kernel<<<(unsigned)blocks, kStreamWarps * 32, smem, a.stream>>>(a.x, a.m, a.k, a.packed, a.scales, a.bias, a.n,
@@ -1252,12 +1268,12 @@ rad_error_t launch_stream(const Args &a)
 }
 
 /* The streaming kernel takes G >= 128; smaller groups fall back to the register-pipelined one. */
-template <int MT, int NT, int SS, int D>
+template <int MT, int NT, int SS, int D, bool CLAMPX>
 rad_error_t launch_stream_group(const Args &a)
 {
     switch (a.group) {
-    case 128: return launch_stream<128, MT, NT, SS, D>(a);
-    case 256: return launch_stream<256, MT, NT, SS, D>(a);
+    case 128: return launch_stream<128, MT, NT, SS, D, CLAMPX>(a);
+    case 256: return launch_stream<256, MT, NT, SS, D, CLAMPX>(a);
     default: return launch_mma_group<1, NT, 4>(a);
     }
 }
@@ -1308,7 +1324,8 @@ enum {
     kWgQuad8 = 17,
     kWgQuad16 = 18,
     kWgQuad32 = 19,
-    kVariants = 20
+    kStreamSkipX = 20,
+    kVariants = 21
 };
 
 int device_sm_cached(void)
@@ -1327,9 +1344,13 @@ rad_error_t dispatch(const Args &a, int variant)
         /* picked from the H200 measurements in benchmarks/PERF_LOG.md (2026-11-30); the wgmma
          * variants fall back to the tiled kernel where they do not apply */
         if (!has_mma) variant = kVector;
+        /* the stream kernel; lanes of tokens past m clamp their activation loads (m = 1: 180
+         * against 188 us) or skip them (m = 4: 200 against 204) */
+        else if (a.m <= 2) variant = kStream;
+        else if (a.m <= 6) variant = kStreamSkipX;
         /* 7-8 tokens with few steps (262144 x 640: 5) fill the wgmma pipeline too briefly: 59.5
          * against 47.6 us for the stream kernel there */
-        else if (a.m <= 6 || (a.m <= 8 && a.k < 2048)) variant = kStream;
+        else if (a.m <= 8 && a.k < 2048) variant = kStream;
         else if (a.m <= 8) variant = kWgQuad8;
         else if (a.m <= 16) variant = kWgQuad16;
         else if (a.m <= 32) variant = kWgQuad32;
@@ -1345,6 +1366,7 @@ rad_error_t dispatch(const Args &a, int variant)
     case kTile2x8: return launch_tile_group<2, 8, 2>(a);
     case kStream: return launch_stream_group<1, 1, 4, 2>(a);
     case kStreamM2: return launch_stream_group<2, 1, 4, 2>(a);
+    case kStreamSkipX: return launch_stream_group<1, 1, 4, 2, false>(a);
     case kWgmma32: return launch_wgmma_pipe<32, kCopyAsync>(a);
     case kWgmma64: return launch_wgmma_pipe<64, kCopyAsync>(a);
     case kWgmmaTma32: return launch_wgmma_pipe<32, kCopyTmaX>(a);
