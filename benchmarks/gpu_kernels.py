@@ -3,7 +3,7 @@
 
     python benchmarks/gpu_kernels.py build  [--lib PATH] [--log PATH]   # nvcc -x cu hip/*.hip -> .so
     python benchmarks/gpu_kernels.py check  [--lib PATH] [--big]        # correctness, exit 1 on any mismatch
-    python benchmarks/gpu_kernels.py time   [--lib PATH] [--quick] [--heads NxK,...] [--variants a,b]
+    python benchmarks/gpu_kernels.py time   [--lib PATH] [--quick] [--heads NxK,...] [--ms 1,4,..] [--variants a,b]
                                                                         # vs bf16 / fp8 / tinygemm
     python benchmarks/gpu_kernels.py refcheck                           # NumPy reference vs the CPU C path
     python benchmarks/gpu_kernels.py sass                               # instruction counts per kernel
@@ -34,11 +34,11 @@ CLIP_RTN, CLIP_MSE = 0, 1
 VARIANTS = {"auto": 0, "vector": 1, "mma1x1": 2, "tile2x2": 3, "tile2x4": 4, "tile2x8": 5, "stream": 6,
             "streamM2": 7, "wgmma32": 8, "wgmma64": 9, "wgtma32": 10, "wgtma64": 11, "wgrs128": 12,
             "wgpipe32": 13, "wgpipe64": 14, "wgpipers128": 15, "wgpipe16": 16, "wgquad8": 17, "wgquad16": 18,
-            "wgquad32": 19}
+            "wgquad32": 19, "streamskipx": 20}
 # which variants the timing mode tries per m on the first head (the others get "auto" only)
 TIME_VARIANTS = {
-    1: "auto",
-    4: "auto,wgquad8",
+    1: "auto,streamskipx",
+    4: "auto,stream,wgquad8",
     8: "auto,stream",
     16: "auto,wgpipe16",
     32: "auto,wgpipe32",
@@ -516,6 +516,8 @@ def cmd_time(args):
 
     heads = [(248320, 5120), (151936, 5120), (128256, 4096), (262144, 640), (49152, 576)]
     ms = (1, 4, 8, 16, 32, 64, 128, 256)
+    if args.ms:
+        ms = tuple(int(v) for v in args.ms.split(","))
     if args.quick:
         heads = heads[:1]
     if args.heads:
@@ -624,7 +626,8 @@ def cmd_sass(args):
     with open(args.log, "w") as fh:
         fh.write(sass)
     name, arch, counts = None, None, {}
-    keys = ("HMMA", "LDG.E.128", "LDG.E.64", "LDG.E.CONSTANT", "LDL", "STL", "HFMA2", "FFMA", "LOP3", "SHF", "MUFU")
+    keys = ("HMMA", "LDG.E.128", "LDG.E.64", "LDG.E.CONSTANT", "LDL", "STL", "HFMA2", "FFMA", "FADD", "FMUL", "FMNMX",
+            "LOP3", "SHF", "PRMT", "MUFU", "SHFL", "all")
 
     def flush():
         if name:
@@ -638,7 +641,9 @@ def cmd_sass(args):
         m = re.search(r"arch = (sm_\d+a?)", line)
         if m:
             arch = m.group(1)
-        for k in keys:
+        if re.match(r"\s+/\*[0-9a-f]{4,}\*/\s+\S", line):  # one instruction
+            counts["all"] = counts.get("all", 0) + 1
+        for k in keys[:-1]:
             if re.search(r"\b" + re.escape(k), line):
                 counts[k] = counts.get(k, 0) + 1
     flush()
@@ -674,6 +679,7 @@ def main():
     ap.add_argument("--heads", help="comma-separated NxK heads for time (default: all)")
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--variants", default="")
+    ap.add_argument("--ms", default="", help="token counts to time, e.g. 1,4,8 (default 1..256)")
     args = ap.parse_args()
     if args.mode == "build":
         build(args.lib, args.log)

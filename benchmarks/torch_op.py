@@ -8,7 +8,11 @@
      - radiance._C.apply, out given       the C call alone (no allocation, no stream lookup)
      - x @ W.t()                          a plain bf16 matmul, for scale
 2. Decode loop: M = 1, 4, 16 rows against a vocab x hidden head, int4 vs bf16 (x @ W.t()), timed on
-   the device (CUDA graph of 20 calls replayed, CUDA events), with the bytes each reads.
+   the device (CUDA graph of 20 calls replayed, CUDA events), with the bytes each reads. Each call
+   reads the next of several copies of the head, so that no copy comes back within 250 MB: in a
+   model the other layers' weights pass through the cache between two lm_head calls. (Reading one
+   copy over and over lets part of the int4 head stay in the H200's 60 MB L2: 171 us per call at
+   M = 1 on 2026-11-30, where benchmarks/timing_methods.py's loop over rotating copies gave 182.)
 
     python benchmarks/torch_op.py                     # GPU if there is one, else the CPU
     python benchmarks/torch_op.py --vocab 248320 --hidden 5120 --device cuda
@@ -76,26 +80,27 @@ def host_overhead(device, calls, repeats):
 
 
 def _device_time_us(call, device, inner=20, repeats=10):
-    """Device time of one call: a CUDA graph of `inner` calls, replayed, timed by events."""
+    """Device time of one call: a CUDA graph of `inner` calls (call(i) for i < inner), replayed,
+    timed by events."""
     if device.type != "cuda":
-        call()
+        call(0)
         samples = []
         for _ in range(repeats):
             start = time.perf_counter_ns()
-            for _ in range(inner):
-                call()
+            for i in range(inner):
+                call(i)
             samples.append((time.perf_counter_ns() - start) / inner / 1e3)
         return statistics.median(samples)
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
-        for _ in range(3):
-            call()
+        for i in range(3):
+            call(i)
     torch.cuda.current_stream().wait_stream(side)
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        for _ in range(inner):
-            call()
+        for i in range(inner):
+            call(i)
     graph.replay()
     torch.cuda.synchronize()
     samples = []
@@ -114,13 +119,17 @@ def decode_loop(device, vocab, hidden, group_size):
     packed, scales = torch.ops.radiance.quantize_rows(w, group_size, "mse")
     int4_bytes = packed.numel() * 4 + scales.numel() * 2
     bf16_bytes = w.numel() * 2
+    # copies read in turn, so that at least 250 MB pass between two reads of one copy
+    ws = [w] + [w.clone() for _ in range(-(-250_000_000 // bf16_bytes))]
+    heads = [(packed, scales)] + [(packed.clone(), scales.clone())
+                                  for _ in range(-(-250_000_000 // int4_bytes))]
     print(f"\ndecode loop, {device}, head [{vocab}, {hidden}] (bf16 {bf16_bytes / 1e6:.0f} MB, "
           f"int4 g{group_size} {int4_bytes / 1e6:.0f} MB), device time per call:")
     print(f"  {'M':>3s} {'bf16 us':>10s} {'GB/s':>7s} {'int4 us':>10s} {'GB/s':>7s} {'speed-up':>9s}")
     for m in (1, 4, 16):
         x = torch.randn(m, hidden, device=device).to(torch.bfloat16)
-        bf16 = _device_time_us(lambda: x @ w.t(), device)
-        int4 = _device_time_us(lambda: torch.ops.radiance.apply(x, packed, scales, None,
+        bf16 = _device_time_us(lambda i: x @ ws[i % len(ws)].t(), device)
+        int4 = _device_time_us(lambda i: torch.ops.radiance.apply(x, *heads[i % len(heads)], None,
                                                                 group_size), device)
         print(f"  {m:3d} {bf16:10.1f} {bf16_bytes / bf16 / 1e3:7.0f} {int4:10.1f} "
               f"{int4_bytes / int4 / 1e3:7.0f} {bf16 / int4:8.2f}x")
