@@ -133,8 +133,8 @@ __device__ __forceinline__ void exact_codes(const float v[kElems], float sf, flo
 }
 
 /* The packed word of 8 codes from exact_codes: sum_e bits(s[e]) << shift_e is the nibbles in
- * place plus bits(M) << shift_e summed, a constant that comes off mod 2^32 (multiply-adds, which
- * the integer multiplier takes, instead of a mask, a shift and an or per nibble). */
+ * place plus bits(M) << shift_e summed, a constant that comes off mod 2^32 (one shift-and-add per
+ * code instead of a mask, a shift and an or). */
 __device__ __forceinline__ uint32_t pack_codes(const float s[8])
 {
     constexpr int kShift[8] = {0, 16, 4, 20, 8, 24, 12, 28}; /* nibble order 0, 2, 4, 6, 1, 3, 5, 7 */
