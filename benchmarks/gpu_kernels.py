@@ -443,6 +443,16 @@ def cmd_refcheck(args):
 # --------------------------------------------------------------------------------------------
 # Timing
 # --------------------------------------------------------------------------------------------
+def random_heads(torch, n, k, group, copies):
+    """`copies` random int4 heads (packed int32 [n, k/8], bf16 scales as int16 [n, k/group]) and
+    `copies` bf16 heads [n, k], on the GPU, for timing over rotating copies."""
+    pks = [torch.randint(-2 ** 31, 2 ** 31 - 1, (n, k // 8), dtype=torch.int32, device="cuda") for _ in range(copies[0])]
+    scs = [(torch.rand(n, k // group, device="cuda") * 0.02 + 1e-3).to(torch.bfloat16).view(torch.int16)
+           for _ in range(copies[0])]
+    wbf = [(torch.randn(n, k, device="cuda") * 0.02).to(torch.bfloat16) for _ in range(copies[1])]
+    return pks, scs, wbf
+
+
 def bench(fn, torch):
     import triton.testing
     return triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median") * 1000.0  # us
@@ -530,10 +540,7 @@ def cmd_time(args):
         nrot_i4 = max(1, math.ceil(250e6 / int4_bytes))
         nrot_bf = max(1, math.ceil(250e6 / bf16_bytes))
         torch.manual_seed(0)
-        pks = [torch.randint(-2 ** 31, 2 ** 31 - 1, (n, k // 8), dtype=torch.int32, device="cuda") for _ in range(nrot_i4)]
-        scs = [(torch.rand(n, k // group, device="cuda") * 0.02 + 1e-3).to(torch.bfloat16).view(torch.int16)
-               for _ in range(nrot_i4)]
-        wbf = [(torch.randn(n, k, device="cuda") * 0.02).to(torch.bfloat16) for _ in range(nrot_bf)]
+        pks, scs, wbf = random_heads(torch, n, k, group, (nrot_i4, nrot_bf))
         # fp8 row-wise
         try:
             w8 = [(wb.float() / (wb.float().abs().amax(1, keepdim=True) / 448).clamp_min(1e-12)).to(torch.float8_e4m3fn)

@@ -6,8 +6,9 @@
 Three ways to time the same call, in one run, for radiance's int4 apply (through the ctypes
 harness of gpu_kernels.py, so build it first: `python benchmarks/gpu_kernels.py build`) and for
 the bf16 matmul over the same head:
-  do_bench   triton.testing.do_bench, median: it zeroes a 256 MB buffer before every call, and
-             the L2 lines that zeroing leaves dirty are written back while the timed call runs
+  do_bench   triton.testing.do_bench, median (gpu_kernels.bench): it zeroes a 256 MB buffer
+             before every call, which could leave dirty L2 lines to be written back while the
+             timed call runs
   flushed    CUDA events around each call after the same zeroing, as do_bench does it, median
   loop       CUDA events around 50 back-to-back calls over rotating weight copies (no flush; no
              copy is read twice within 250 MB), per call: what a decode loop sees
@@ -30,7 +31,6 @@ def main():
     ap.add_argument("--head", default="248320x5120")
     args = ap.parse_args()
     import torch
-    import triton.testing
 
     L = gk.Lib(args.lib)
     stream = torch.cuda.current_stream().cuda_stream
@@ -41,10 +41,7 @@ def main():
     nrot = max(2, math.ceil(250e6 / int4_bytes) + 1)
     nrot_bf = max(2, math.ceil(250e6 / bf16_bytes) + 1)
     torch.manual_seed(0)
-    pks = [torch.randint(-2 ** 31, 2 ** 31 - 1, (n, k // 8), dtype=torch.int32, device="cuda") for _ in range(nrot)]
-    scs = [(torch.rand(n, k // group, device="cuda") * 0.02 + 1e-3).to(torch.bfloat16).view(torch.int16)
-           for _ in range(nrot)]
-    wbf = [(torch.randn(n, k, device="cuda") * 0.02).to(torch.bfloat16) for _ in range(nrot_bf)]
+    pks, scs, wbf = gk.random_heads(torch, n, k, group, (nrot, nrot_bf))
     flush = torch.empty(256 * 2 ** 20, dtype=torch.int8, device="cuda")
     print(f"# {torch.cuda.get_device_name()} head {n}x{k} int4 g{group} {int4_bytes / 1e6:.0f} MB, "
           f"bf16 {bf16_bytes / 1e6:.0f} MB; us per call")
@@ -64,7 +61,7 @@ def main():
             return x @ wbf[i].t()
 
         for name, fn in (("int4", ours), ("bf16", bf16)):
-            t_db = triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median") * 1e3
+            t_db = gk.bench(fn, torch)
             fl = []
             for _ in range(30):
                 flush.zero_()
