@@ -8,6 +8,7 @@
 #
 # RADIANCE_VLLM_VENV (default .venv-vllm, git-ignored) says where the environment lives.
 # A fresh install downloads about 3 GB and takes 5 to 6 minutes here; a refresh about a minute.
+# .ci/vllm-constraints.txt pins every other package of the environment.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -33,8 +34,19 @@ assert u.find_spec("pytest") and not u.find_spec("torchvision")
 print(f"torch {m.version('torch')}, vllm {m.version('vllm')}")
 EOF
 }
+# About 6 GB once installed. Without pip's cache (--no-cache-dir) the downloaded wheels do not stay
+# on disk beside it as another 3 GB; a failed install (a dropped connection, a full disk) is tried
+# once more after saying how much disk is free.
+install() {
+    "$py" -m pip install -q --no-cache-dir -c .ci/vllm-constraints.txt \
+        "torch==$TORCH_VERSION" "vllm==$VLLM_VERSION" pytest
+}
 if ! versions_ok 2>/dev/null; then
-    "$py" -m pip install -q "torch==$TORCH_VERSION" "vllm==$VLLM_VERSION" pytest
+    df -h . | tail -n 1 | awk '{print "disk free before the install: " $4}'
+    if ! install; then
+        df -h . | tail -n 1 | awk '{print "install failed; disk free now: " $4 "; trying once more"}'
+        install
+    fi
     # vLLM also brings torchvision, torchaudio and torchcodec built against torch's CUDA wheels.
     # Beside the CPU torch they fail at import ("operator torchvision::nms does not exist"), and
     # transformers imports torchvision whenever it is installed; nothing tested here needs them.
