@@ -45,6 +45,7 @@ typedef hipError_t rad_error_t;
     hipFuncSetAttribute((const void *)(func), hipFuncAttributeMaxDynamicSharedMemorySize, (bytes))
 #define rad_occupancy_blocks_per_sm hipOccupancyMaxActiveBlocksPerMultiprocessor
 #define RAD_DEV_ATTR_SM_COUNT hipDeviceAttributeMultiprocessorCount
+#define RAD_DEV_ATTR_SMEM_OPTIN hipDeviceAttributeSharedMemPerBlockOptin
 #define rad_device_get_attribute hipDeviceGetAttribute
 #else
 typedef cudaStream_t rad_stream_t;
@@ -68,6 +69,7 @@ typedef cudaError_t rad_error_t;
     cudaFuncSetAttribute((func), cudaFuncAttributeMaxDynamicSharedMemorySize, (bytes))
 #define rad_occupancy_blocks_per_sm cudaOccupancyMaxActiveBlocksPerMultiprocessor
 #define RAD_DEV_ATTR_SM_COUNT cudaDevAttrMultiProcessorCount
+#define RAD_DEV_ATTR_SMEM_OPTIN cudaDevAttrMaxSharedMemoryPerBlockOptin
 #define rad_device_get_attribute cudaDeviceGetAttribute
 #endif
 

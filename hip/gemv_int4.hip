@@ -259,6 +259,7 @@ apply_mma_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const int
 }
 
 constexpr int kStreamWarps = 4;
+constexpr int kStreamXsMaxWarps = 16; /* apply_stream_xs_kernel: one block per SM */
 
 /* ------------------------------------------------------------------------------------------ */
 /* Matrix path, streaming (m <= 8, G >= 128): a warp owns 16 * MT rows and 8 * NT tokens. The      */
@@ -276,33 +277,38 @@ struct StreamSmem {
     static constexpr int bytes = kStreamWarps * D * slot;
 };
 
-template <int GROUP, int MT, int NT, int SS, int D, bool CLAMPX = true>
-__global__ void __launch_bounds__(kStreamWarps * 32, MT * NT == 1 ? 4 : 1)
-apply_stream_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const int32_t *__restrict__ packed,
-                    const uint16_t *__restrict__ scales, const uint16_t *__restrict__ bias, int64_t n,
-                    uint16_t *__restrict__ out, int64_t token_chunks)
+/* How a stream warp reads the activations of its tokens: from global memory (through L1), lanes
+ * of tokens past m loading token m - 1 (kXClamp: the addresses of a lane of the last token, so no
+ * extra traffic and no per-step test; faster for 1-2 tokens) or loading nothing (kXSkip: faster
+ * for 3-6 tokens, H200); or from shared memory (kXShared), where the block has put them in the
+ * order the lanes read them (see apply_stream_xs_kernel). */
+enum { kXClamp = 0, kXSkip = 1, kXShared = 2 };
+
+/* The rows row0 .. row0 + 16 MT - 1 (those below n) of a stream warp, for the tokens tok0 ..
+ * tok0 + 8 NT - 1 (those below m), through this warp's ring. XMODE kXShared: xs is the block's
+ * copy of the activations of these tokens (16 k bytes per 8 tokens). */
+template <int GROUP, int MT, int NT, int SS, int D, int XMODE>
+__device__ __forceinline__ void stream_warp_rows(const uint16_t *__restrict__ x, int64_t m, int64_t k,
+                                                 const int32_t *__restrict__ packed,
+                                                 const uint16_t *__restrict__ scales,
+                                                 const uint16_t *__restrict__ bias, int64_t n,
+                                                 uint16_t *__restrict__ out, int64_t row0, int64_t tok0,
+                                                 unsigned char *ring, const unsigned char *xs)
 {
 #if defined(RAD_HAS_MMA_BF16)
     static_assert(GROUP >= 128, "one scale per row and step");
     static_assert(SS % 2 == 0, "the activation register set of step j SS + p is p & 1");
-    extern __shared__ __align__(16) unsigned char smem[];
     constexpr int kRowsW = 16 * MT;
     constexpr int kRowBytes = 64 * SS;                 /* one visit */
     constexpr int kSlot = StreamSmem<MT, SS, D>::slot;
     constexpr int kLanesPerRow = 4 * SS;               /* 16-byte pieces per visit */
     constexpr int kCopies = kRowsW * kLanesPerRow / 32; /* per lane and super-step */
+    constexpr bool XS = XMODE == kXShared;
     const int lane = threadIdx.x & 31;
-    const int warp = threadIdx.x >> 5;
     const int g = lane >> 2, t = lane & 3;
-    const int64_t chunk = (int64_t)blockIdx.x % token_chunks;
-    const int64_t row_block = (int64_t)blockIdx.x / token_chunks;
-    const int64_t row0 = (row_block * kStreamWarps + warp) * kRowsW;
-    if (row0 >= n) return; /* whole warp; no block-wide barriers in this kernel */
-    const int64_t tok0 = chunk * (8 * NT);
     const int64_t kw = k / 8, ng = k / GROUP;
     const int nsteps = (int)(kw / kStepWords);
     const int nsuper = (nsteps + SS - 1) / SS;
-    unsigned char *ring = smem + warp * (D * kSlot);
 
     /* copies: piece c = lane % kLanesPerRow (step c / 4 of the super-step) of rows
      * crow + kRowStep i, crow = lane / kLanesPerRow (all of the same parity, so one swizzle). A
@@ -366,19 +372,19 @@ apply_stream_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const 
         for (int nt = 0; nt < NT; nt++)
 #pragma unroll
             for (int c = 0; c < 4; c++) total[mt][nt][c] = acc[0][mt][nt][c] = acc[1][mt][nt][c] = 0.0f;
-    /* activations, loaded one step ahead into alternating register sets (4 words x 16 bytes per
-     * token). Threads of tokens past m either load token m - 1 (CLAMPX: the addresses of a lane
-     * of the last token, so no extra traffic and no per-step test; faster for 1-2 tokens) or load
-     * nothing (faster for 3-6 tokens, H200). Either way what they hold only reaches that token's
-     * column of the mma result, which is never stored. */
+    /* activations from global memory: loaded one step ahead into alternating register sets (4
+     * words x 16 bytes per token). Whatever lanes of tokens past m hold only reaches that token's
+     * column of the mma result, which is never stored. From shared memory: loaded in the step. */
     const uint16_t *xsrc[NT];
     bool xvalid[NT];
 #pragma unroll
     for (int nt = 0; nt < NT; nt++) {
         const int64_t tok = tok0 + 8 * nt + g;
-        xvalid[nt] = CLAMPX || tok < m;
+        xvalid[nt] = XMODE == kXClamp || tok < m;
         xsrc[nt] = x + (tok < m ? tok : m - 1) * k + 32 * t;
     }
+    const unsigned char *xs_lane = XS ? xs + 16 * lane : nullptr;
+    const int xs_chunk = nsteps * 2048; /* bytes per 8 tokens */
     rad_u32x4 xb[2][NT][4];
 #pragma unroll
     for (int nt = 0; nt < NT; nt++) {
@@ -388,7 +394,7 @@ apply_stream_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const 
             asm("" : "=r"(junk));
             xb[0][nt][i] = rad_u32x4{junk, junk, junk, junk};
             xb[1][nt][i] = rad_u32x4{junk, junk, junk, junk};
-            if (xvalid[nt]) xb[0][nt][i] = rad_load_cached_16(xsrc[nt] + 8 * i);
+            if (!XS && xvalid[nt]) xb[0][nt][i] = rad_load_cached_16(xsrc[nt] + 8 * i);
         }
         xsrc[nt] += kStepWords * 8;
     }
@@ -411,9 +417,15 @@ apply_stream_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const 
         for (int p = 0; p < SS; p++) {
             const int step = j * SS + p;
             if (step >= nsteps) break;
-            rad_u32x4 (&xcur)[NT][4] = xb[p & 1];
+            rad_u32x4 (&xcur)[NT][4] = xb[XS ? 0 : p & 1];
             rad_u32x4 (&xnext)[NT][4] = xb[(p + 1) & 1];
-            if (step + 1 < nsteps) {
+            if (XS) {
+#pragma unroll
+                for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+                    for (int i = 0; i < 4; i++)
+                        xcur[nt][i] = rad_load_cached_16(xs_lane + nt * xs_chunk + (4 * step + i) * 512);
+            } else if (step + 1 < nsteps) {
 #pragma unroll
                 for (int nt = 0; nt < NT; nt++) {
                     if (xvalid[nt]) {
@@ -488,6 +500,62 @@ apply_stream_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const 
                 const int64_t tok = tok0 + 8 * nt + 2 * t + (c & 1);
                 if (row < n && tok < m) out[tok * n + row] = out_bf16(total[mt][nt][c], bias, row);
             }
+#endif
+}
+
+template <int GROUP, int MT, int NT, int SS, int D, int XMODE = kXClamp>
+__global__ void __launch_bounds__(kStreamWarps * 32, MT * NT == 1 ? 4 : 1)
+apply_stream_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const int32_t *__restrict__ packed,
+                    const uint16_t *__restrict__ scales, const uint16_t *__restrict__ bias, int64_t n,
+                    uint16_t *__restrict__ out, int64_t token_chunks)
+{
+    static_assert(XMODE != kXShared, "apply_stream_xs_kernel");
+    extern __shared__ __align__(16) unsigned char smem[];
+    const int warp = threadIdx.x >> 5;
+    const int64_t chunk = (int64_t)blockIdx.x % token_chunks;
+    const int64_t row_block = (int64_t)blockIdx.x / token_chunks;
+    const int64_t row0 = (row_block * kStreamWarps + warp) * (16 * MT);
+    if (row0 >= n) return; /* whole warp; no block-wide barriers in this kernel */
+    stream_warp_rows<GROUP, MT, NT, SS, D, XMODE>(x, m, k, packed, scales, bias, n, out, row0, chunk * (8 * NT),
+                                                  smem + warp * (D * StreamSmem<MT, SS, D>::slot), nullptr);
+}
+
+/* The stream kernel with the activations in shared memory, for heads whose activations fit there
+ * beside the rings (16 k bytes per 8 tokens; m <= 8 NT). One block per SM, each warp with its own
+ * ring, loops over 16 MT-row units of the head (unit = warp + warps in the grid x i). First the
+ * block copies x into shared memory, once, in the order the lanes read it: for step s, load i
+ * (columns 8 i .. 8 i + 7 of each lane's 32) and lane L = 4 g + t, the 16 bytes of token 8 nt + g
+ * at column 128 s + 32 t + 8 i sit at nt * 16 k + ((4 s + i) * 32 + L) * 16. A load of the warp
+ * reads 512 contiguous bytes: 4 shared-memory wavefronts, where 8 tokens' rows in global memory
+ * took 16 L1 requests. Tokens past m are zeros. */
+template <int GROUP, int MT, int NT, int SS, int D>
+__global__ void __launch_bounds__(kStreamXsMaxWarps * 32, 1)
+apply_stream_xs_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const int32_t *__restrict__ packed,
+                       const uint16_t *__restrict__ scales, const uint16_t *__restrict__ bias, int64_t n,
+                       uint16_t *__restrict__ out)
+{
+#if defined(RAD_HAS_MMA_BF16)
+    extern __shared__ __align__(16) unsigned char smem[];
+    const int warps = (int)(blockDim.x >> 5), warp = (int)(threadIdx.x >> 5);
+    const int kk = (int)k; /* the copy fits in shared memory, so k is small */
+    unsigned char *xs = smem + warps * (D * StreamSmem<MT, SS, D>::slot);
+    for (int q = (int)threadIdx.x; q < NT * kk; q += (int)blockDim.x) { /* 16-byte pieces, k per 8 tokens */
+        const int nt = q / kk, r = q % kk; /* r = (4 s + i) * 32 + L */
+        const int lane = r & 31, i = (r >> 5) & 3, s = r >> 7;
+        const int64_t tok = 8 * nt + (lane >> 2);
+        const bool ok = tok < m;
+        rad_cp_async_16(xs + 16 * q, ok ? (const void *)(x + tok * k + (128 * s + 32 * (lane & 3) + 8 * i)) : x, ok);
+    }
+    rad_cp_async_commit();
+    rad_cp_async_wait<0>();
+    __syncthreads();
+    const int64_t units = (n + 16 * MT - 1) / (16 * MT);
+    unsigned char *ring = smem + warp * (D * StreamSmem<MT, SS, D>::slot);
+    for (int64_t u = (int64_t)blockIdx.x * warps + warp; u < units; u += (int64_t)gridDim.x * warps) {
+        __syncwarp(); /* every lane is done with the ring (the last unit's reads) before it refills */
+        stream_warp_rows<GROUP, MT, NT, SS, D, kXShared>(x, m, k, packed, scales, bias, n, out, u * (16 * MT), 0,
+                                                         ring, xs);
+    }
 #endif
 }
 
@@ -1181,7 +1249,7 @@ template <int MT, int NT, int PF>
 rad_error_t launch_mma_group(const Args &a);
 template <int MT, int NT, int PF>
 rad_error_t launch_tile_group(const Args &a);
-template <int MT, int NT, int SS, int D, bool CLAMPX = true>
+template <int MT, int NT, int SS, int D, int XMODE = kXClamp>
 rad_error_t launch_stream_group(const Args &a);
 
 /* Whether this build holds the wgmma kernel (an sm_90a binary) for the current device: the body is
@@ -1249,7 +1317,7 @@ rad_error_t launch_wgmma_pipe(const Args &a)
     return launch_tile_group<2, (T < 16 ? 16 : T < 64 ? T : 64) / 8, 2>(a);
 }
 
-template <int GROUP, int MT, int NT, int SS, int D, bool CLAMPX = true>
+template <int GROUP, int MT, int NT, int SS, int D, int XMODE = kXClamp>
 rad_error_t launch_stream(const Args &a)
 {
     const int64_t rows_per_block = 16 * MT * kStreamWarps;
@@ -1259,7 +1327,7 @@ rad_error_t launch_stream(const Args &a)
     if (blocks > 0x7fffffffLL) return (rad_error_t)RADIANCE_GPU_EINVAL;
     const int smem = StreamSmem<MT, SS, D>::bytes;
     void (*kernel)(const uint16_t *, int64_t, int64_t, const int32_t *, const uint16_t *, const uint16_t *, int64_t,
-                   uint16_t *, int64_t) = apply_stream_kernel<GROUP, MT, NT, SS, D, CLAMPX>;
+                   uint16_t *, int64_t) = apply_stream_kernel<GROUP, MT, NT, SS, D, XMODE>;
     rad_error_t err = rad_func_set_max_dynamic_smem(kernel, smem);
     if (err != RAD_SUCCESS) return err;
     kernel<<<(unsigned)blocks, kStreamWarps * 32, smem, a.stream>>>(a.x, a.m, a.k, a.packed, a.scales, a.bias, a.n,
@@ -1267,13 +1335,72 @@ rad_error_t launch_stream(const Args &a)
     return rad_get_last_error();
 }
 
+/* A device attribute of the current device, looked up once per device (0 if unknown). */
+template <int ATTR>
+int device_attr_cached(void)
+{
+    static int cache[64];
+    int dev = 0;
+    if (rad_get_device(&dev) != RAD_SUCCESS || dev < 0 || dev >= 64) return 0;
+    if (cache[dev] == 0) {
+        int v = 0;
+        if (rad_device_get_attribute(&v, (decltype(RAD_DEV_ATTR_SM_COUNT))ATTR, dev) != RAD_SUCCESS) {
+            (void)rad_get_last_error();
+            v = 0;
+        }
+        cache[dev] = v + 1; /* +1: 0 means "not looked up" */
+    }
+    return cache[dev] - 1;
+}
+
+/* The stream kernel with the activations in shared memory (m <= 8 NT, G >= 128): as many warps per
+ * block (8 to 16) as leave room for them beside the rings, one block per SM. Answers 1 (nothing
+ * launched) where they do not fit, so the caller takes another kernel. */
+template <int GROUP, int MT, int NT, int SS, int D>
+rad_error_t launch_stream_xs(const Args &a, bool *launched)
+{
+    *launched = false;
+    const int64_t ring = (int64_t)D * StreamSmem<MT, SS, D>::slot; /* per warp */
+    const int64_t xbytes = (int64_t)NT * 16 * a.k;
+    const int optin = device_attr_cached<(int)RAD_DEV_ATTR_SMEM_OPTIN>();
+    const int sms = device_attr_cached<(int)RAD_DEV_ATTR_SM_COUNT>();
+    if (a.m > 8 * NT || sms <= 0 || xbytes + 8 * ring > optin) return RAD_SUCCESS;
+    int64_t warps = (optin - xbytes) / ring;
+    if (warps > kStreamXsMaxWarps) warps = kStreamXsMaxWarps;
+    const int64_t units = (a.n + 16 * MT - 1) / (16 * MT);
+    int64_t blocks = (units + warps - 1) / warps;
+    if (blocks > sms) blocks = sms;
+    const int smem = (int)(warps * ring + xbytes);
+    void (*kernel)(const uint16_t *, int64_t, int64_t, const int32_t *, const uint16_t *, const uint16_t *, int64_t,
+                   uint16_t *) = apply_stream_xs_kernel<GROUP, MT, NT, SS, D>;
+    rad_error_t err = rad_func_set_max_dynamic_smem(kernel, smem);
+    if (err != RAD_SUCCESS) return err;
+    kernel<<<(unsigned)blocks, (unsigned)(warps * 32), smem, a.stream>>>(a.x, a.m, a.k, a.packed, a.scales, a.bias,
+                                                                         a.n, a.out);
+    *launched = true;
+    return rad_get_last_error();
+}
+
+/* launch_stream_xs where it fits, else the stream kernel (NT = 1) or the 4-warpgroup wgmma one */
+template <int NT>
+rad_error_t launch_stream_xs_or(const Args &a)
+{
+    bool launched = false;
+    rad_error_t err = RAD_SUCCESS;
+    if (a.group == 128) err = launch_stream_xs<128, 1, NT, 4, 2>(a, &launched);
+    else if (a.group == 256) err = launch_stream_xs<256, 1, NT, 4, 2>(a, &launched);
+    if (err != RAD_SUCCESS || launched) return err;
+    if (NT == 1) return launch_stream_group<1, 1, 4, 2>(a);
+    return launch_wgmma_pipe<16, kCopyTma, false, 1>(a);
+}
+
 /* The streaming kernel takes G >= 128; smaller groups fall back to the register-pipelined one. */
-template <int MT, int NT, int SS, int D, bool CLAMPX>
+template <int MT, int NT, int SS, int D, int XMODE>
 rad_error_t launch_stream_group(const Args &a)
 {
     switch (a.group) {
-    case 128: return launch_stream<128, MT, NT, SS, D, CLAMPX>(a);
-    case 256: return launch_stream<256, MT, NT, SS, D, CLAMPX>(a);
+    case 128: return launch_stream<128, MT, NT, SS, D, XMODE>(a);
+    case 256: return launch_stream<256, MT, NT, SS, D, XMODE>(a);
     default: return launch_mma_group<1, NT, 4>(a);
     }
 }
@@ -1325,7 +1452,9 @@ enum {
     kWgQuad16 = 18,
     kWgQuad32 = 19,
     kStreamSkipX = 20,
-    kVariants = 21
+    kStreamXs = 21,
+    kStreamXs2 = 22,
+    kVariants = 23
 };
 
 int device_sm_cached(void)
@@ -1366,7 +1495,9 @@ rad_error_t dispatch(const Args &a, int variant)
     case kTile2x8: return launch_tile_group<2, 8, 2>(a);
     case kStream: return launch_stream_group<1, 1, 4, 2>(a);
     case kStreamM2: return launch_stream_group<2, 1, 4, 2>(a);
-    case kStreamSkipX: return launch_stream_group<1, 1, 4, 2, false>(a);
+    case kStreamSkipX: return launch_stream_group<1, 1, 4, 2, kXSkip>(a);
+    case kStreamXs: return launch_stream_xs_or<1>(a);
+    case kStreamXs2: return launch_stream_xs_or<2>(a);
     case kWgmma32: return launch_wgmma_pipe<32, kCopyAsync>(a);
     case kWgmma64: return launch_wgmma_pipe<64, kCopyAsync>(a);
     case kWgmmaTma32: return launch_wgmma_pipe<32, kCopyTmaX>(a);
