@@ -271,10 +271,9 @@ constexpr int kStreamXsMaxWarps = 16; /* apply_stream_xs_kernel: one block per S
 /* c ^ 4 (r & 1), so that the 16-byte reads of a step (rows g and g + 1 in one phase) fall on    */
 /* distinct banks. Lanes read what other lanes copied: __syncwarp after the cp.async wait.       */
 /* ------------------------------------------------------------------------------------------ */
-template <int MT, int SS, int D>
+template <int MT, int SS>
 struct StreamSmem {
-    static constexpr int slot = 16 * MT * 64 * SS;
-    static constexpr int bytes = kStreamWarps * D * slot;
+    static constexpr int slot = 16 * MT * 64 * SS; /* one ring slot: a super-step of a warp's rows */
 };
 
 /* How a stream warp reads the activations of its tokens: from global memory (through L1), lanes
@@ -300,7 +299,7 @@ __device__ __forceinline__ void stream_warp_rows(const uint16_t *__restrict__ x,
     static_assert(SS % 2 == 0, "the activation register set of step j SS + p is p & 1");
     constexpr int kRowsW = 16 * MT;
     constexpr int kRowBytes = 64 * SS;                 /* one visit */
-    constexpr int kSlot = StreamSmem<MT, SS, D>::slot;
+    constexpr int kSlot = StreamSmem<MT, SS>::slot;
     constexpr int kLanesPerRow = 4 * SS;               /* 16-byte pieces per visit */
     constexpr int kCopies = kRowsW * kLanesPerRow / 32; /* per lane and super-step */
     constexpr bool XS = XMODE == kXShared;
@@ -383,8 +382,15 @@ __device__ __forceinline__ void stream_warp_rows(const uint16_t *__restrict__ x,
         xvalid[nt] = XMODE == kXClamp || tok < m;
         xsrc[nt] = x + (tok < m ? tok : m - 1) * k + 32 * t;
     }
-    const unsigned char *xs_lane = XS ? xs + 16 * lane : nullptr;
-    const int xs_chunk = nsteps * 2048; /* bytes per 8 tokens */
+    /* kXShared: lanes of tokens past m read token m - 1 (a broadcast: one wavefront per load for
+     * 1-2 tokens, two for 3-4, four for 5-8) */
+    const unsigned char *xs_lane[NT];
+#pragma unroll
+    for (int nt = 0; nt < NT; nt++) {
+        const int64_t last = m - 1 - tok0 - 8 * nt; /* the chunk's last token, if below 8 */
+        const int gx = last < 0 ? 0 : last < g ? (int)last : g;
+        xs_lane[nt] = XS ? xs + nt * (nsteps * 2048) + 16 * (4 * gx + t) : nullptr;
+    }
     rad_u32x4 xb[2][NT][4];
 #pragma unroll
     for (int nt = 0; nt < NT; nt++) {
@@ -424,7 +430,7 @@ __device__ __forceinline__ void stream_warp_rows(const uint16_t *__restrict__ x,
                 for (int nt = 0; nt < NT; nt++)
 #pragma unroll
                     for (int i = 0; i < 4; i++)
-                        xcur[nt][i] = rad_load_cached_16(xs_lane + nt * xs_chunk + (4 * step + i) * 512);
+                        xcur[nt][i] = rad_load_cached_16(xs_lane[nt] + (4 * step + i) * 512);
             } else if (step + 1 < nsteps) {
 #pragma unroll
                 for (int nt = 0; nt < NT; nt++) {
@@ -517,7 +523,7 @@ apply_stream_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const 
     const int64_t row0 = (row_block * kStreamWarps + warp) * (16 * MT);
     if (row0 >= n) return; /* whole warp; no block-wide barriers in this kernel */
     stream_warp_rows<GROUP, MT, NT, SS, D, XMODE>(x, m, k, packed, scales, bias, n, out, row0, chunk * (8 * NT),
-                                                  smem + warp * (D * StreamSmem<MT, SS, D>::slot), nullptr);
+                                                  smem + warp * (D * StreamSmem<MT, SS>::slot), nullptr);
 }
 
 /* The stream kernel with the activations in shared memory, for heads whose activations fit there
@@ -526,8 +532,8 @@ apply_stream_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const 
  * block copies x into shared memory, once, in the order the lanes read it: for step s, load i
  * (columns 8 i .. 8 i + 7 of each lane's 32) and lane L = 4 g + t, the 16 bytes of token 8 nt + g
  * at column 128 s + 32 t + 8 i sit at nt * 16 k + ((4 s + i) * 32 + L) * 16. A load of the warp
- * reads 512 contiguous bytes: 4 shared-memory wavefronts, where 8 tokens' rows in global memory
- * took 16 L1 requests. Tokens past m are zeros. */
+ * reads at most 512 contiguous bytes: 4 shared-memory wavefronts, where 8 tokens' rows in global
+ * memory took 16 L1 requests. Tokens past m are zeros (and not read: see stream_warp_rows). */
 template <int GROUP, int MT, int NT, int SS, int D>
 __global__ void __launch_bounds__(kStreamXsMaxWarps * 32, 1)
 apply_stream_xs_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const int32_t *__restrict__ packed,
@@ -538,7 +544,7 @@ apply_stream_xs_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, con
     extern __shared__ __align__(16) unsigned char smem[];
     const int warps = (int)(blockDim.x >> 5), warp = (int)(threadIdx.x >> 5);
     const int kk = (int)k; /* the copy fits in shared memory, so k is small */
-    unsigned char *xs = smem + warps * (D * StreamSmem<MT, SS, D>::slot);
+    unsigned char *xs = smem + warps * (D * StreamSmem<MT, SS>::slot);
     for (int q = (int)threadIdx.x; q < NT * kk; q += (int)blockDim.x) { /* 16-byte pieces, k per 8 tokens */
         const int nt = q / kk, r = q % kk; /* r = (4 s + i) * 32 + L */
         const int lane = r & 31, i = (r >> 5) & 3, s = r >> 7;
@@ -550,7 +556,7 @@ apply_stream_xs_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, con
     rad_cp_async_wait<0>();
     __syncthreads();
     const int64_t units = (n + 16 * MT - 1) / (16 * MT);
-    unsigned char *ring = smem + warp * (D * StreamSmem<MT, SS, D>::slot);
+    unsigned char *ring = smem + warp * (D * StreamSmem<MT, SS>::slot);
     for (int64_t u = (int64_t)blockIdx.x * warps + warp; u < units; u += (int64_t)gridDim.x * warps) {
         __syncwarp(); /* every lane is done with the ring (the last unit's reads) before it refills */
         stream_warp_rows<GROUP, MT, NT, SS, D, kXShared>(x, m, k, packed, scales, bias, n, out, u * (16 * MT), 0,
@@ -1325,7 +1331,7 @@ rad_error_t launch_stream(const Args &a)
     const int64_t chunks = (a.m + 8 * NT - 1) / (8 * NT);
     const int64_t blocks = row_blocks * chunks;
     if (blocks > 0x7fffffffLL) return (rad_error_t)RADIANCE_GPU_EINVAL;
-    const int smem = StreamSmem<MT, SS, D>::bytes;
+    const int smem = kStreamWarps * D * StreamSmem<MT, SS>::slot;
     void (*kernel)(const uint16_t *, int64_t, int64_t, const int32_t *, const uint16_t *, const uint16_t *, int64_t,
                    uint16_t *, int64_t) = apply_stream_kernel<GROUP, MT, NT, SS, D, XMODE>;
     rad_error_t err = rad_func_set_max_dynamic_smem(kernel, smem);
@@ -1360,7 +1366,7 @@ template <int GROUP, int MT, int NT, int SS, int D>
 rad_error_t launch_stream_xs(const Args &a, bool *launched)
 {
     *launched = false;
-    const int64_t ring = (int64_t)D * StreamSmem<MT, SS, D>::slot; /* per warp */
+    const int64_t ring = (int64_t)D * StreamSmem<MT, SS>::slot; /* per warp */
     const int64_t xbytes = (int64_t)NT * 16 * a.k;
     const int optin = device_attr_cached<(int)RAD_DEV_ATTR_SMEM_OPTIN>();
     const int sms = device_attr_cached<(int)RAD_DEV_ATTR_SM_COUNT>();
@@ -1382,13 +1388,13 @@ rad_error_t launch_stream_xs(const Args &a, bool *launched)
 }
 
 /* launch_stream_xs where it fits, else the stream kernel (NT = 1) or the 4-warpgroup wgmma one */
-template <int NT>
+template <int NT, int SS = 4>
 rad_error_t launch_stream_xs_or(const Args &a)
 {
     bool launched = false;
     rad_error_t err = RAD_SUCCESS;
-    if (a.group == 128) err = launch_stream_xs<128, 1, NT, 4, 2>(a, &launched);
-    else if (a.group == 256) err = launch_stream_xs<256, 1, NT, 4, 2>(a, &launched);
+    if (a.group == 128) err = launch_stream_xs<128, 1, NT, SS, 2>(a, &launched);
+    else if (a.group == 256) err = launch_stream_xs<256, 1, NT, SS, 2>(a, &launched);
     if (err != RAD_SUCCESS || launched) return err;
     if (NT == 1) return launch_stream_group<1, 1, 4, 2>(a);
     return launch_wgmma_pipe<16, kCopyTma, false, 1>(a);
@@ -1454,7 +1460,8 @@ enum {
     kStreamSkipX = 20,
     kStreamXs = 21,
     kStreamXs2 = 22,
-    kVariants = 23
+    kStreamXs2Ss2 = 23,
+    kVariants = 24
 };
 
 int device_sm_cached(void)
@@ -1498,6 +1505,7 @@ rad_error_t dispatch(const Args &a, int variant)
     case kStreamSkipX: return launch_stream_group<1, 1, 4, 2, kXSkip>(a);
     case kStreamXs: return launch_stream_xs_or<1>(a);
     case kStreamXs2: return launch_stream_xs_or<2>(a);
+    case kStreamXs2Ss2: return launch_stream_xs_or<2, 2>(a);
     case kWgmma32: return launch_wgmma_pipe<32, kCopyAsync>(a);
     case kWgmma64: return launch_wgmma_pipe<64, kCopyAsync>(a);
     case kWgmmaTma32: return launch_wgmma_pipe<32, kCopyTmaX>(a);
