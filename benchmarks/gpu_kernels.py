@@ -41,6 +41,7 @@ TIME_VARIANTS = {
     1: "auto,streamskipx,streamxs",
     4: "auto,stream,wgquad8,streamxs",
     8: "auto,stream,streamxs",
+    12: "auto,streamxs2,streamxs2ss2",
     16: "auto,wgpipe16,streamxs2,streamxs2ss2",
     32: "auto,wgpipe32",
     64: "auto,wgtma64",
@@ -567,7 +568,7 @@ def cmd_time(args):
             if args.variants:
                 variants = args.variants.split(",")
             else:
-                variants = TIME_VARIANTS[m].split(",")
+                variants = TIME_VARIANTS.get(m, "auto").split(",")
 
             def ours(v):
                 def f():

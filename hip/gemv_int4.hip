@@ -533,7 +533,9 @@ apply_stream_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const 
  * (columns 8 i .. 8 i + 7 of each lane's 32) and lane L = 4 g + t, the 16 bytes of token 8 nt + g
  * at column 128 s + 32 t + 8 i sit at nt * 16 k + ((4 s + i) * 32 + L) * 16. A load of the warp
  * reads at most 512 contiguous bytes: 4 shared-memory wavefronts, where 8 tokens' rows in global
- * memory took 16 L1 requests. Tokens past m are zeros (and not read: see stream_warp_rows). */
+ * memory took 16 L1 requests. Tokens past m are zeros (and not read: see stream_warp_rows).
+ * Variants streamxs, streamxs2 and streamxs2ss2 only, not in the automatic dispatch: not yet run on
+ * a GPU (benchmarks/PERF_LOG.md, run 26). */
 template <int GROUP, int MT, int NT, int SS, int D>
 __global__ void __launch_bounds__(kStreamXsMaxWarps * 32, 1)
 apply_stream_xs_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const int32_t *__restrict__ packed,
@@ -1360,8 +1362,8 @@ int device_attr_cached(void)
 }
 
 /* The stream kernel with the activations in shared memory (m <= 8 NT, G >= 128): as many warps per
- * block (8 to 16) as leave room for them beside the rings, one block per SM. Answers 1 (nothing
- * launched) where they do not fit, so the caller takes another kernel. */
+ * block (8 to 16) as leave room for them beside the rings, one block per SM. Where they do not fit
+ * it launches nothing and leaves *launched false, so that the caller takes another kernel. */
 template <int GROUP, int MT, int NT, int SS, int D>
 rad_error_t launch_stream_xs(const Args &a, bool *launched)
 {
