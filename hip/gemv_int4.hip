@@ -1260,27 +1260,46 @@ rad_error_t launch_tile_group(const Args &a);
 template <int MT, int NT, int SS, int D, int XMODE = kXClamp>
 rad_error_t launch_stream_group(const Args &a);
 
-/* Whether this build holds the wgmma kernel (an sm_90a binary) for the current device: the body is
- * compiled only for sm_90a, so an empty stand-in (a plain sm_90 build) uses almost no registers. */
-bool wgmma_available(void)
+/* F() for the current device, looked up once per device (F answers >= 0) */
+template <int (*F)(void)>
+int per_device_cached(void)
 {
     static int cache[64];
     int dev = 0;
-    if (rad_get_device(&dev) != RAD_SUCCESS || dev < 0 || dev >= 64) return false;
-    if (cache[dev] == 0) {
-        int ok = 0;
-#if defined(RAD_CUDA)
-        if (rad_device_sm() == 90) {
-            cudaFuncAttributes attr;
-            if (cudaFuncGetAttributes(&attr, apply_wgmma_pipe_kernel<128, 64, kCopyAsync, false>) == cudaSuccess && attr.numRegs >= 64)
-                ok = 1;
-            else (void)cudaGetLastError();
-        }
-#endif
-        cache[dev] = ok ? 1 : 2;
-    }
-    return cache[dev] == 1;
+    if (rad_get_device(&dev) != RAD_SUCCESS || dev < 0 || dev >= 64) return F();
+    if (cache[dev] == 0) cache[dev] = F() + 1; /* +1: 0 means "not looked up" */
+    return cache[dev] - 1;
 }
+
+/* A device attribute of the current device (0 if it cannot be read). */
+template <int ATTR>
+int device_attr(void)
+{
+    int dev = 0, v = 0;
+    if (rad_get_device(&dev) != RAD_SUCCESS ||
+        rad_device_get_attribute(&v, (decltype(RAD_DEV_ATTR_SM_COUNT))ATTR, dev) != RAD_SUCCESS) {
+        (void)rad_get_last_error();
+        return 0;
+    }
+    return v;
+}
+
+/* Whether this build holds the wgmma kernel (an sm_90a binary) for the current device: the body is
+ * compiled only for sm_90a, so an empty stand-in (a plain sm_90 build) uses almost no registers. */
+int wgmma_probe(void)
+{
+    int ok = 0;
+#if defined(RAD_CUDA)
+    if (rad_device_sm() == 90) {
+        cudaFuncAttributes attr;
+        if (cudaFuncGetAttributes(&attr, apply_wgmma_pipe_kernel<128, 64, kCopyAsync, false>) == cudaSuccess && attr.numRegs >= 64)
+            ok = 1;
+        else (void)cudaGetLastError();
+    }
+#endif
+    return ok;
+}
+bool wgmma_available(void) { return per_device_cached<wgmma_probe>() == 1; }
 
 template <int GROUP, int T, int COPY, bool RS, int NH = 2>
 rad_error_t launch_wgmma_pipe_group(const Args &a)
@@ -1343,24 +1362,6 @@ rad_error_t launch_stream(const Args &a)
     return rad_get_last_error();
 }
 
-/* A device attribute of the current device, looked up once per device (0 if unknown). */
-template <int ATTR>
-int device_attr_cached(void)
-{
-    static int cache[64];
-    int dev = 0;
-    if (rad_get_device(&dev) != RAD_SUCCESS || dev < 0 || dev >= 64) return 0;
-    if (cache[dev] == 0) {
-        int v = 0;
-        if (rad_device_get_attribute(&v, (decltype(RAD_DEV_ATTR_SM_COUNT))ATTR, dev) != RAD_SUCCESS) {
-            (void)rad_get_last_error();
-            v = 0;
-        }
-        cache[dev] = v + 1; /* +1: 0 means "not looked up" */
-    }
-    return cache[dev] - 1;
-}
-
 /* The stream kernel with the activations in shared memory (m <= 8 NT, G >= 128): as many warps per
  * block (8 to 16) as leave room for them beside the rings, one block per SM. Where they do not fit
  * it launches nothing and leaves *launched false, so that the caller takes another kernel. */
@@ -1370,8 +1371,8 @@ rad_error_t launch_stream_xs(const Args &a, bool *launched)
     *launched = false;
     const int64_t ring = (int64_t)D * StreamSmem<MT, SS>::slot; /* per warp */
     const int64_t xbytes = (int64_t)NT * 16 * a.k;
-    const int optin = device_attr_cached<(int)RAD_DEV_ATTR_SMEM_OPTIN>();
-    const int sms = device_attr_cached<(int)RAD_DEV_ATTR_SM_COUNT>();
+    const int optin = per_device_cached<device_attr<(int)RAD_DEV_ATTR_SMEM_OPTIN>>();
+    const int sms = per_device_cached<device_attr<(int)RAD_DEV_ATTR_SM_COUNT>>();
     if (a.m > 8 * NT || sms <= 0 || xbytes + 8 * ring > optin) return RAD_SUCCESS;
     int64_t warps = (optin - xbytes) / ring;
     if (warps > kStreamXsMaxWarps) warps = kStreamXsMaxWarps;
@@ -1466,18 +1467,9 @@ enum {
     kVariants = 24
 };
 
-int device_sm_cached(void)
-{
-    static int cache[64];
-    int dev = 0;
-    if (rad_get_device(&dev) != RAD_SUCCESS || dev < 0 || dev >= 64) return rad_device_sm();
-    if (cache[dev] == 0) cache[dev] = rad_device_sm() + 1; /* +1: 0 means "not looked up" */
-    return cache[dev] - 1;
-}
-
 rad_error_t dispatch(const Args &a, int variant)
 {
-    const bool has_mma = device_sm_cached() >= 80;
+    const bool has_mma = per_device_cached<rad_device_sm>() >= 80;
     if (variant == kAuto) {
         /* picked from the H200 measurements in benchmarks/PERF_LOG.md (2026-11-30); the wgmma
          * variants fall back to the tiled kernel where they do not apply */
