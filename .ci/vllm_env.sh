@@ -7,7 +7,8 @@
 #   bash .ci/vllm_env.sh -k tp2 -x       # extra arguments go to pytest
 #
 # RADIANCE_VLLM_VENV (default .venv-vllm, git-ignored) says where the environment lives.
-# A fresh install downloads about 3 GB and takes 5 to 6 minutes here; a refresh about a minute.
+# A fresh install downloads about 3 GB and takes 5 to 7 minutes here (395 s on 2026-11-30); a
+# refresh about a minute.
 # .ci/vllm-constraints.txt pins every other package of the environment.
 set -euo pipefail
 cd "$(dirname "$0")/.."
