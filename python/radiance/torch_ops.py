@@ -23,10 +23,10 @@ import torch
 
 import radiance
 from radiance import _C
+from radiance.format import NIBBLE_OFFSET, NIBBLE_SHIFTS
 
 NAMESPACE = "radiance"
 _BYTES_PER_ELEMENT = {torch.int32: 8, torch.int8: 2}  # int4 elements per packed element
-_NIBBLE_SHIFTS = radiance.NIBBLE_SHIFTS  # bit shift of element e inside its word
 
 
 def _defined(name):
@@ -206,9 +206,10 @@ def embedding_int4(ids, packed, scales, group_size=128, dtype=torch.bfloat16):
     For a packed head that is also used as a lookup table; plain torch ops, so any device.
     """
     words = _words(packed)[ids]  # [..., K/8]
-    shifts = torch.tensor(_NIBBLE_SHIFTS, dtype=torch.int32, device=words.device)
+    shifts = torch.tensor(NIBBLE_SHIFTS, dtype=torch.int32, device=words.device)
     nibbles = (words.unsqueeze(-1) >> shifts) & 15  # [..., K/8, 8]; int32 >> is arithmetic
     k = words.shape[-1] * 8
-    values = (nibbles.reshape(*words.shape[:-1], k // group_size, group_size) - 8).float()
+    values = (nibbles.reshape(*words.shape[:-1], k // group_size, group_size) - NIBBLE_OFFSET)
+    values = values.float()
     values = values * scales[ids].float().unsqueeze(-1)
     return values.reshape(*words.shape[:-1], k).to(dtype)
