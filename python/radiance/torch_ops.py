@@ -58,29 +58,12 @@ def _bf16(t):
 _current_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
 
 
-def _c_takes_int8_words():
-    """Whether radiance._C.apply reads the int8 [N, K/2] view itself (then the per-call
-    .view(torch.int32), about a microsecond of host time, is skipped)."""
-    import numpy as np
-
-    try:
-        _C.apply(np.zeros((1, 32), radiance.bfloat16), np.zeros((1, 16), np.int8),
-                 np.ones((1, 1), radiance.bfloat16), None, 32)
-    except (TypeError, ValueError):
-        return False
-    return True
-
-
-_C_TAKES_INT8 = _c_takes_int8_words()
-
-
 def _apply_gpu(x, packed, scales, bias=None, group_size=128):
     if x.dtype != torch.bfloat16:
         x = x.to(torch.bfloat16)
     if bias is not None and bias.dtype != torch.bfloat16:
         bias = bias.to(torch.bfloat16)
-    if packed.dtype != torch.int32 and not _C_TAKES_INT8:
-        packed = _words(packed)
+    # _C reads the int8 [N, K/2] view itself: no per-call .view(torch.int32) (host time).
     out = torch.empty((x.shape[0], packed.shape[0]), dtype=torch.bfloat16, device=x.device)
     _C.apply(x.contiguous(), packed, scales, bias, group_size, out=out,
              stream=_current_raw_stream(x.device.index))
