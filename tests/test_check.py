@@ -272,7 +272,8 @@ def test_choose_group_size():
 
 
 def _assert_png(path):
-    data = open(path, "rb").read()
+    with open(path, "rb") as f:
+        data = f.read()
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
     import matplotlib.image
 
