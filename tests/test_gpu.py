@@ -14,10 +14,6 @@ import radiance
 from reference import apply_reference
 
 torch = pytest.importorskip("torch")
-if radiance.gpu_backend() == "none":
-    pytest.skip("radiance was built without a GPU backend", allow_module_level=True)
-if not torch.cuda.is_available():
-    pytest.skip("no GPU visible to torch", allow_module_level=True)
 
 pytestmark = pytest.mark.gpu
 BF16 = ml_dtypes.bfloat16

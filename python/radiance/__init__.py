@@ -16,6 +16,7 @@ import ml_dtypes
 import numpy as np
 
 from . import _C
+from .format import CLIP_MODES, GROUP_SIZES, NIBBLE_SHIFTS
 
 __version__ = "0.1.0"
 __all__ = [
@@ -32,10 +33,6 @@ __all__ = [
 ]
 
 bfloat16 = ml_dtypes.bfloat16
-GROUP_SIZES = (32, 64, 128, 256)
-CLIP_MODES = ("mse", "rtn")
-# Element e of a packed word sits at this bit shift (nibble order 0,2,4,6,1,3,5,7).
-NIBBLE_SHIFTS = (0, 16, 4, 20, 8, 24, 12, 28)
 
 
 def gpu_backend():

@@ -23,10 +23,10 @@ import torch
 
 import radiance
 from radiance import _C
+from radiance.format import NIBBLE_OFFSET, NIBBLE_SHIFTS
 
 NAMESPACE = "radiance"
 _BYTES_PER_ELEMENT = {torch.int32: 8, torch.int8: 2}  # int4 elements per packed element
-_NIBBLE_SHIFTS = radiance.NIBBLE_SHIFTS  # bit shift of element e inside its word
 
 
 def _defined(name):
@@ -58,29 +58,12 @@ def _bf16(t):
 _current_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
 
 
-def _c_takes_int8_words():
-    """Whether radiance._C.apply reads the int8 [N, K/2] view itself (then the per-call
-    .view(torch.int32), about a microsecond of host time, is skipped)."""
-    import numpy as np
-
-    try:
-        _C.apply(np.zeros((1, 32), radiance.bfloat16), np.zeros((1, 16), np.int8),
-                 np.ones((1, 1), radiance.bfloat16), None, 32)
-    except (TypeError, ValueError):
-        return False
-    return True
-
-
-_C_TAKES_INT8 = _c_takes_int8_words()
-
-
 def _apply_gpu(x, packed, scales, bias=None, group_size=128):
     if x.dtype != torch.bfloat16:
         x = x.to(torch.bfloat16)
     if bias is not None and bias.dtype != torch.bfloat16:
         bias = bias.to(torch.bfloat16)
-    if packed.dtype != torch.int32 and not _C_TAKES_INT8:
-        packed = _words(packed)
+    # _C reads the int8 [N, K/2] view itself: no per-call .view(torch.int32) (host time).
     out = torch.empty((x.shape[0], packed.shape[0]), dtype=torch.bfloat16, device=x.device)
     _C.apply(x.contiguous(), packed, scales, bias, group_size, out=out,
              stream=_current_raw_stream(x.device.index))
@@ -206,9 +189,10 @@ def embedding_int4(ids, packed, scales, group_size=128, dtype=torch.bfloat16):
     For a packed head that is also used as a lookup table; plain torch ops, so any device.
     """
     words = _words(packed)[ids]  # [..., K/8]
-    shifts = torch.tensor(_NIBBLE_SHIFTS, dtype=torch.int32, device=words.device)
+    shifts = torch.tensor(NIBBLE_SHIFTS, dtype=torch.int32, device=words.device)
     nibbles = (words.unsqueeze(-1) >> shifts) & 15  # [..., K/8, 8]; int32 >> is arithmetic
     k = words.shape[-1] * 8
-    values = (nibbles.reshape(*words.shape[:-1], k // group_size, group_size) - 8).float()
+    values = (nibbles.reshape(*words.shape[:-1], k // group_size, group_size) - NIBBLE_OFFSET)
+    values = values.float()
     values = values * scales[ids].float().unsqueeze(-1)
     return values.reshape(*words.shape[:-1], k).to(dtype)
