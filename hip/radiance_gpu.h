@@ -18,8 +18,9 @@ extern "C" {
 
 /* Element types of weights, activations and bias. Scales and outputs are always bf16. */
 enum radiance_dtype { RADIANCE_F32 = 0, RADIANCE_F16 = 1, RADIANCE_BF16 = 2 };
-/* Clip search: RTN tries ratio 1.0 only; MSE tries 1.0, 0.95, 0.9, 0.85, 0.8. */
-enum radiance_clip { RADIANCE_CLIP_RTN = 0, RADIANCE_CLIP_MSE = 1 };
+/* Clip search: RTN tries ratio 1.0 only; MSE tries 1.0, 0.95, 0.9, 0.85, 0.8; ACT tries MSE's
+ * ratios with each column's squared error weighted (radiance_gpu_quantize_rows_act). */
+enum radiance_clip { RADIANCE_CLIP_RTN = 0, RADIANCE_CLIP_MSE = 1, RADIANCE_CLIP_ACT = 2 };
 /* Returned for arguments the kernels cannot take (the C extension checks them first). */
 #define RADIANCE_GPU_EINVAL (-1)
 
@@ -39,6 +40,16 @@ int radiance_gpu_set_device(int device);
 int radiance_gpu_quantize_rows(const void *w, int w_dtype, int64_t rows, int64_t cols,
                                int group_size, int clip, int32_t *packed, uint16_t *scales,
                                int64_t *first_bad_row, void *stream);
+
+/*
+ * The same with clip "act": act_weights is a HOST pointer to the error weights [cols] that
+ * rad_cpu_act_weights (csrc/cpu_kernels.h) made from the activation statistics, so that both
+ * paths weigh with the same bits; they are copied to the device on `stream`. Bit-identical to
+ * the CPU path's clip "act".
+ */
+int radiance_gpu_quantize_rows_act(const void *w, int w_dtype, int64_t rows, int64_t cols,
+                                   int group_size, const float *act_weights, int32_t *packed,
+                                   uint16_t *scales, int64_t *first_bad_row, void *stream);
 
 /*
  * out[m, n] = sum_k x[m, k] * q[n, k] * scales[n, k / group_size] (+ bias[n]), fp32 accumulation,

@@ -73,14 +73,15 @@ def test_zero_groups_get_the_minimum_scale_and_the_offset_nibble():
     w = np.zeros((3, 256), np.float32)
     w[1, 128:] = 1.0  # one group that is not zero
     for clip in fmt.CLIP_MODES:
-        packed, scales = radiance.quantize_rows(w, group_size=128, clip=clip)
+        stats = {"activation_sq": np.linspace(0.5, 2.0, 256, dtype=np.float32)} if clip == "act" else {}
+        packed, scales = radiance.quantize_rows(w, group_size=128, clip=clip, **stats)
         nibbles = radiance.unpack_shuffle(packed)
         zero_groups = np.array([[1, 1], [1, 0], [1, 1]], bool)
         assert (scales.view(np.uint16)[zero_groups] == _bf16_bits(fmt.MIN_SCALE)).all()
         assert (nibbles.reshape(3, 2, 128)[zero_groups] == fmt.NIBBLE_OFFSET).all()
 
 
-@pytest.mark.parametrize("clip", ["mse", "rtn"])
+@pytest.mark.parametrize("clip", ["mse", "rtn", "act"])
 def test_clip_ratios_are_the_ones_the_c_core_chooses_from(clip):
     # Every group's scale is bf16(max(amax * float32(r / 7), MIN_SCALE)) for a ratio r of the
     # table, and on heavy-tailed weights every ratio of the table wins somewhere: a ratio the C
@@ -88,7 +89,8 @@ def test_clip_ratios_are_the_ones_the_c_core_chooses_from(clip):
     rng = np.random.default_rng(int.from_bytes(os.urandom(4), "little"))
     group_size = 32
     w = (rng.standard_t(2, size=(512, 64 * group_size)) * 0.02).astype(np.float32)
-    packed, scales = radiance.quantize_rows(w, group_size=group_size, clip=clip)
+    stats = {"activation_sq": rng.exponential(size=64 * group_size).astype(np.float32)} if clip == "act" else {}
+    packed, scales = radiance.quantize_rows(w, group_size=group_size, clip=clip, **stats)
     amax = np.abs(w.reshape(512, 64, group_size)).max(axis=-1)
     candidates = [
         _bf16_bits(np.maximum(amax * np.float32(r / fmt.Q_MAX), np.float32(fmt.MIN_SCALE)))
@@ -105,5 +107,5 @@ def test_clip_ratios_are_the_ones_the_c_core_chooses_from(clip):
     nibbles = radiance.unpack_shuffle(packed)
     assert nibbles.min() >= fmt.Q_MIN + fmt.NIBBLE_OFFSET
     assert nibbles.max() == fmt.Q_MAX + fmt.NIBBLE_OFFSET
-    if clip == "mse":  # clipping below the absmax reaches the lowest level
+    if clip != "rtn":  # clipping below the absmax reaches the lowest level
         assert nibbles.min() == fmt.Q_MIN + fmt.NIBBLE_OFFSET

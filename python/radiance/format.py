@@ -12,11 +12,13 @@ DEFAULT_GROUP_SIZE = 128
 
 # Clip modes and the ratios of the group absmax each one tries, in order: the ratio with the
 # least squared error wins, and on a tie the earlier ratio.
-CLIP_MODES = ("mse", "rtn")
+CLIP_MODES = ("mse", "rtn", "act")
 DEFAULT_CLIP = "mse"
 CLIP_RATIOS = {
     "mse": (1.0, 0.95, 0.9, 0.85, 0.8),
     "rtn": (1.0,),
+    # as mse, each squared error weighted by the channel's calibration statistic E[x^2]
+    "act": (1.0, 0.95, 0.9, 0.85, 0.8),
 }
 
 # Quantized values and how they are stored: nibble = q + NIBBLE_OFFSET, eight nibbles per

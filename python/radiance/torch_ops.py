@@ -4,7 +4,8 @@ Importing this module registers
 
     radiance::apply(Tensor x, Tensor packed, Tensor scales, Tensor? bias=None,
                     int group_size=128) -> Tensor
-    radiance::quantize_rows(Tensor w, int group_size=128, str clip="mse") -> (Tensor, Tensor)
+    radiance::quantize_rows(Tensor w, int group_size=128, str clip="mse",
+                            Tensor? activation_sq=None) -> (Tensor, Tensor)
 
 with a CPU and a CUDA kernel (the CUDA key also serves ROCm builds of torch) and a fake kernel for
 shape inference, so `torch.compile(fullgraph=True)` traces them and CUDA graphs capture `apply`.
@@ -70,12 +71,12 @@ def _apply_gpu(x, packed, scales, bias=None, group_size=128):
     return out
 
 
-def _quantize_rows_gpu(w, group_size=128, clip="mse"):
+def _quantize_rows_gpu(w, group_size=128, clip="mse", activation_sq=None):
     rows, cols = _check_quantize_shape(w, group_size)
     packed = torch.empty((rows, cols // 8), dtype=torch.int32, device=w.device)
     scales = torch.empty((rows, cols // group_size), dtype=torch.bfloat16, device=w.device)
     radiance.quantize_rows(w.contiguous(), group_size=group_size, clip=clip,
-                           packed_out=packed, scales_out=scales)
+                           activation_sq=activation_sq, packed_out=packed, scales_out=scales)
     return packed, scales
 
 
@@ -90,12 +91,12 @@ def _apply_cpu(x, packed, scales, bias=None, group_size=128):
     return out
 
 
-def _quantize_rows_cpu(w, group_size=128, clip="mse"):
+def _quantize_rows_cpu(w, group_size=128, clip="mse", activation_sq=None):
     rows, cols = _check_quantize_shape(w, group_size)
     packed = torch.empty((rows, cols // 8), dtype=torch.int32)
     scales = torch.empty((rows, cols // group_size), dtype=torch.bfloat16)
     radiance.quantize_rows(w.contiguous(), group_size=group_size, clip=clip,
-                           packed_out=packed, scales_out=scales)
+                           activation_sq=activation_sq, packed_out=packed, scales_out=scales)
     return packed, scales
 
 
@@ -126,7 +127,7 @@ def _apply_fake(x, packed, scales, bias=None, group_size=128):
     return x.new_empty((x.shape[0], packed.shape[0]), dtype=torch.bfloat16)
 
 
-def _quantize_rows_fake(w, group_size=128, clip="mse"):
+def _quantize_rows_fake(w, group_size=128, clip="mse", activation_sq=None):
     rows, cols = _check_quantize_shape(w, group_size)
     return (w.new_empty((rows, cols // 8), dtype=torch.int32),
             w.new_empty((rows, cols // group_size), dtype=torch.bfloat16))
@@ -137,8 +138,8 @@ def _quantize_rows_fake(w, group_size=128, clip="mse"):
 _SCHEMAS = {
     "apply": "apply(Tensor x, Tensor packed, Tensor scales, Tensor? bias=None, "
              "int group_size=128) -> Tensor",
-    "quantize_rows": "quantize_rows(Tensor w, int group_size=128, str clip=\"mse\") "
-                     "-> (Tensor, Tensor)",
+    "quantize_rows": "quantize_rows(Tensor w, int group_size=128, str clip=\"mse\", "
+                     "Tensor? activation_sq=None) -> (Tensor, Tensor)",
 }
 _KERNELS = {
     "apply": {"CPU": _apply_cpu, "CUDA": _apply_gpu},
