@@ -23,6 +23,7 @@ import datetime
 import importlib.util
 import os
 import queue as queue_module
+import re
 import socket
 import time
 
@@ -365,8 +366,7 @@ def check_tensor_parallel_run(got, case, seed, expected_devices):
                                       err_msg=f"rank {rank} packed, seed {seed}")
         np.testing.assert_array_equal(result["scales"], want_scales.view(torch.int16).numpy(),
                                       err_msg=f"rank {rank} scales, seed {seed}")
-    packed, scales = radiance.quantize_rows(_numpy_bf16(w), case.group_size, case.clip)
-    for m, x in zip(case.ms, xs):
+    for m in case.ms:
         for rank in range(WORLD_SIZE):
             gathered, full = got[rank][f"gathered {m}"], got[rank][f"full {m}"]
             assert gathered.shape == (m, case.vocab), (rank, m, gathered.shape)
@@ -375,9 +375,12 @@ def check_tensor_parallel_run(got, case, seed, expected_devices):
                                                   f"its full head, seed {seed}")
             np.testing.assert_array_equal(gathered, got[0][f"gathered {m}"],
                                           err_msg=f"M={m}: rank {rank} against rank 0")
-        excess = _float64_excess(got[0][f"gathered {m}"].view(BF16), _numpy_bf16(x), packed,
-                                 scales, case.group_size, _numpy_bf16(bias))
-        assert excess <= 1.0, f"M={m} seed {seed}: worst error {excess:.2f}x the bf16 bound"
+    # Every M at once: one float64 product of the whole head.
+    packed, scales = radiance.quantize_rows(_numpy_bf16(w), case.group_size, case.clip)
+    x = np.concatenate([_numpy_bf16(x) for x in xs])
+    y = np.concatenate([got[0][f"gathered {m}"] for m in case.ms]).view(BF16)
+    excess = _float64_excess(y, x, packed, scales, case.group_size, _numpy_bf16(bias))
+    assert excess <= 1.0, f"seed {seed}: worst error {excess:.2f}x the bf16 bound"
 
 
 # --- the runs -----------------------------------------------------------------------------------
@@ -440,9 +443,24 @@ def _rank_dies(rank, results):
 
 def test_a_hung_or_dead_rank_fails_in_bounded_time():
     """run_ranks itself: a rank that never answers or dies silently is a failure, soon, and no
-    process is left behind."""
-    for target, timeout_s, within_s in ((_rank_hangs, 15, 90), (_rank_dies, 200, 90)):
+    process is left behind. The two cases run at once (each waits mostly on its child)."""
+    import concurrent.futures
+
+    def outcome(target, timeout_s):
         started = time.monotonic()
-        with pytest.raises(pytest.fail.Exception, match=r"ranks \[1\] gave no result"):
+        try:
             run_ranks(target, (), timeout_s=timeout_s)
-        assert time.monotonic() - started < within_s, target.__name__
+        except pytest.fail.Exception as failure:
+            return str(failure), time.monotonic() - started
+        return "no failure", time.monotonic() - started
+
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        runs = {target.__name__: pool.submit(outcome, target, timeout_s)
+                for target, timeout_s in ((_rank_hangs, 15), (_rank_dies, 200))}
+        results = {name: run.result(timeout=300) for name, run in runs.items()}
+    for name, (message, seconds) in results.items():
+        # Rank 0 of the hang may not even have started within 15 s on a loaded machine.
+        assert re.search(r"ranks \[(0, )?1\] gave no result", message), (name, message)
+        assert "None" not in message, f"{name}: a process is still running: {message}"
+        assert seconds < 90, (name, seconds)
+    assert "{1: 3}" in results["_rank_dies"][0], results["_rank_dies"]
