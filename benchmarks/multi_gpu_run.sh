@@ -8,8 +8,9 @@
 #   OUT=/tmp/out bash benchmarks/multi_gpu_run.sh test     #   tree for the next call), test only
 #
 # Two calls (build, then test) leave the tests the whole 600 s of a call; `all` gives them what the
-# build left (TEST_TIMEOUT_S overrides). Writes $OUT/build.log, $OUT/multi_gpu.log (machine, topology, versions, pytest -v -rs) and exits
-# with pytest's status; 3 where fewer than two GPUs are visible (everything would skip: not a pass).
+# build left (TEST_TIMEOUT_S overrides). Writes $OUT/build.log and $OUT/multi_gpu.log (machine,
+# topology, versions, pytest -v -rs) and exits with pytest's status; 3 where fewer than two GPUs
+# are visible (everything would skip: not a pass).
 # Needs python3 with torch (CUDA), numpy, ml_dtypes and pytest, as benchmarks/device_run.sh does;
 # the host reaches no package index, so a missing one is reported, not installed. vLLM is not
 # needed: the tests that use it skip, saying so.
@@ -39,7 +40,8 @@ if [ "$what" != test ]; then
 fi
 
 {
-    echo "=== $(date -u '+%Y-%m-%d %H:%M:%S UTC') $(hostname) commit $(git rev-parse --short HEAD 2>/dev/null)"
+    echo "=== $(date -u '+%Y-%m-%d %H:%M:%S UTC') $(hostname)" \
+        "commit $(git rev-parse --short HEAD 2>/dev/null)"
     if command -v nvidia-smi >/dev/null; then
         nvidia-smi --query-gpu=index,name,pci.bus_id,memory.total,driver_version --format=csv
         echo "--- nvidia-smi topo -m"
@@ -52,7 +54,8 @@ fi
 import os
 import numpy, torch, radiance
 nccl = torch.cuda.nccl.version() if torch.cuda.is_available() else None
-print(f"torch {torch.__version__} (CUDA {torch.version.cuda}, NCCL {nccl}), numpy {numpy.__version__}")
+print(f"torch {torch.__version__} (CUDA {torch.version.cuda}, NCCL {nccl}), "
+      f"numpy {numpy.__version__}")
 print(f"radiance {radiance.__file__}: backend {radiance.gpu_backend()}, "
       f"{radiance.gpu_device_count()} GPUs; torch sees {torch.cuda.device_count()}")
 print("NCCL_NVLS_ENABLE =", os.environ.get("NCCL_NVLS_ENABLE"))

@@ -385,17 +385,29 @@ _FIRST_CALL_ON_GPU_1 = textwrap.dedent("""
 """)
 
 
-@needs_two_gpus
-def test_fresh_process_first_call_on_gpu_1():
-    seed = int.from_bytes(os.urandom(4), "little")
+def run_fresh_python(code, *args):
+    """code in a new interpreter that imports this radiance; its CompletedProcess. A run past
+    CALL_TIMEOUT_S (a hang) fails the test."""
     package_root = os.path.dirname(os.path.dirname(radiance.__file__))
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         [package_root] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
     try:
-        run = subprocess.run([sys.executable, "-c", _FIRST_CALL_ON_GPU_1, str(seed)], env=env,
-                             capture_output=True, text=True, timeout=CALL_TIMEOUT_S)
+        return subprocess.run([sys.executable, "-c", code, *args], env=env, capture_output=True,
+                              text=True, timeout=CALL_TIMEOUT_S)
     except subprocess.TimeoutExpired:
-        pytest.fail(f"the fresh process hung (> {CALL_TIMEOUT_S} s), seed {seed}")
+        pytest.fail(f"the fresh process hung (> {CALL_TIMEOUT_S} s), arguments {args}")
+
+
+def test_run_fresh_python_uses_this_radiance():
+    run = run_fresh_python("import sys, radiance; print(radiance.__file__, sys.argv[1])", "x")
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split() == [radiance.__file__, "x"]
+
+
+@needs_two_gpus
+def test_fresh_process_first_call_on_gpu_1():
+    seed = int.from_bytes(os.urandom(4), "little")
+    run = run_fresh_python(_FIRST_CALL_ON_GPU_1, str(seed))
     assert run.returncode == 0 and "ok" in run.stdout, (
         f"seed {seed}, exit {run.returncode}:\n{run.stdout}\n{run.stderr[-4000:]}")
 
@@ -429,3 +441,61 @@ def test_two_threads_drive_two_gpus_at_once():
         futures = [pool.submit(drive, device) for device in (0, 1)]
         outcomes = [f.result(timeout=CALL_TIMEOUT_S) for f in futures]
     assert outcomes == ["ok", "ok"], f"seed {seed}: {outcomes}"
+
+
+# A process that works on cuda:1 alone must not make a context on cuda:0 (hundreds of MB of that
+# GPU's memory, in every rank of a TP deployment). The calls come from a thread of their own,
+# whose CUDA runtime device is 0 with no context, with outputs given (no torch allocation moves
+# that thread's device first): a device guard that restores the caller's device with
+# cudaSetDevice(0) creates the context there (CUDA 12 initializes it on cudaSetDevice).
+_NO_CONTEXT_ON_GPU_0 = textwrap.dedent("""
+    import sys
+    import threading
+    import torch
+    import radiance
+
+    has_context = getattr(torch._C, "_cuda_hasPrimaryContext", None)
+    if has_context is None:
+        print("SKIP: this torch cannot tell whether a GPU has a context")
+        sys.exit(0)
+    k, g, n, m = 1024, 128, 999, 4
+    w = torch.randn(n, k, device="cuda:1").to(torch.bfloat16)
+    x = torch.randn(m, k, device="cuda:1").to(torch.bfloat16)
+    packed = torch.empty((n, k // 8), dtype=torch.int32, device="cuda:1")
+    scales = torch.empty((n, k // g), dtype=torch.bfloat16, device="cuda:1")
+    out = torch.empty((m, n), dtype=torch.bfloat16, device="cuda:1")
+    torch.cuda.synchronize(1)
+    if has_context(0):
+        print("SKIP: torch itself made a context on cuda:0")
+        sys.exit(0)
+    errors = []
+
+    def work():
+        try:
+            radiance.quantize_rows(w, g, packed_out=packed, scales_out=scales)
+            radiance.apply(x, packed, scales, None, g, out=out)
+        except BaseException as error:
+            errors.append(repr(error))
+
+    thread = threading.Thread(target=work)
+    thread.start()
+    thread.join(120)
+    assert not thread.is_alive() and not errors, errors
+    torch.cuda.synchronize(1)
+    want_packed, want_scales = radiance.quantize_rows(w.cpu(), g)
+    assert torch.equal(packed.cpu(), want_packed) and torch.equal(scales.cpu(), want_scales)
+    want = radiance.apply(x, packed, scales, None, g)
+    assert torch.equal(out.view(torch.int16), want.view(torch.int16))
+    print("context on cuda:0:", has_context(0))
+""")
+
+
+@needs_two_gpus
+def test_work_on_gpu_1_makes_no_context_on_gpu_0():
+    run = run_fresh_python(_NO_CONTEXT_ON_GPU_0)
+    if "SKIP:" in run.stdout:
+        pytest.skip(run.stdout.split("SKIP:", 1)[1].strip())
+    assert run.returncode == 0, f"exit {run.returncode}:\n{run.stdout}\n{run.stderr[-4000:]}"
+    assert "context on cuda:0: False" in run.stdout, (
+        "radiance's device guard made a context on cuda:0 while restoring the caller's device "
+        f"(csrc/module.c leave_device):\n{run.stdout}")
