@@ -362,6 +362,9 @@ _FIRST_CALL_ON_GPU_1 = textwrap.dedent("""
     import radiance
     from radiance import torch_ops
 
+    # A context on cuda:0 first, so that torch really makes cuda:0 current again after each of
+    # its own calls on cuda:1 (without one it only pretends to, leaving the runtime on cuda:1).
+    torch.zeros(1, device="cuda:0")
     assert torch.cuda.current_device() == 0
     rng = np.random.default_rng(int(sys.argv[1]))
     k, g = 4096, 128
