@@ -343,11 +343,12 @@ def test_quantize_outputs_on_another_gpu_are_refused(moved):
             "scales_out": torch.full((500, 2), 3.0, dtype=torch.bfloat16, device="cuda:1")}
     outs[moved] = outs[moved].to("cuda:0")
     before = {name: t.clone() for name, t in outs.items()}
-    with pytest.raises(ValueError, match=f"w and {moved} are on different devices"):
-        radiance.quantize_rows(w, 128, **outs)
+    with torch.cuda.device(0):
+        with pytest.raises(ValueError, match=f"w and {moved} are on different devices"):
+            radiance.quantize_rows(w, 128, **outs)
+        assert torch.cuda.current_device() == 0
     for name, t in outs.items():
         assert torch.equal(t, before[name]), f"{name} was written by a refused call"
-    assert torch.cuda.current_device() == 0
 
 
 # --- fresh processes and threads ----------------------------------------------------------------
