@@ -24,6 +24,7 @@ import pytest
 
 import radiance
 import radiance.vllm as rv
+from radiance.vllm import shards
 
 os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")  # no GPU here: vLLM's CPU platform
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -120,8 +121,8 @@ def test_chunked_quantize_equals_whole(monkeypatch):
     w = (torch.randn(300, 256, generator=torch.Generator().manual_seed(0)) * 0.02).bfloat16()
     words = torch.empty((320, 32), dtype=torch.int32)
     scales = torch.empty((320, 2), dtype=torch.bfloat16)
-    monkeypatch.setattr(rv, "CHUNK_BYTES", 256 * 2 * 70)  # 70 rows a step: one straddles row 300
-    rv._quantize_into(w, words, scales, 128, "mse")
+    monkeypatch.setattr(shards, "CHUNK_BYTES", 256 * 2 * 70)  # 70 rows a step: one straddles row 300
+    shards.quantize_into(w, words, scales, 128, "mse")
     padded = torch.cat([w, torch.zeros(20, 256, dtype=w.dtype)])
     ref_words, ref_scales = radiance.quantize_rows(padded, group_size=128, clip="mse")
     assert torch.equal(words, ref_words) and torch.equal(scales, ref_scales)
@@ -668,7 +669,7 @@ def test_gpu_head_without_gpu_kernels_is_refused():
     if radiance.gpu_backend() != "none":
         pytest.skip("this build has GPU kernels")
     with pytest.raises(RuntimeError, match="GPU backend 'none'"):
-        rv._check_gpu_build(torch.device("cuda", 0))
+        shards.check_gpu_build(torch.device("cuda", 0))
 
 
 # --- tensor parallelism --------------------------------------------------------------------------
