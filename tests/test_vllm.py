@@ -548,21 +548,23 @@ def test_pre_processed_weights_are_refused(plugin, quark_config):
     assert _head(quark_config).quant_method.supports_pre_processed_weights is False
 
 
-def _write_checkpoint(folder, tie=False, head_dtype=None, seed=30):
+def _write_checkpoint(folder, tie=False, head_dtype=None, seed=30, quark=True):
     """A one-layer Llama checkpoint of a Quark model: config.json with its quantization_config
     (every Linear excluded from FP8, which vLLM's CPU platform cannot run) and model.safetensors
-    in the Hugging Face names. Returns the checkpoint's tensors."""
+    in the Hugging Face names; quark=False leaves the quantization_config out. Returns the
+    checkpoint's tensors."""
     import json
 
     import torch
     from safetensors.torch import save_file
 
-    quark = dict(QUARK_CONFIG, exclude=["lm_head", "re:.*"])
     config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama",
               "hidden_size": HIDDEN, "intermediate_size": 512, "num_attention_heads": 4,
               "num_key_value_heads": 4, "num_hidden_layers": 1, "vocab_size": VOCAB,
               "max_position_embeddings": 128, "torch_dtype": "bfloat16",
-              "tie_word_embeddings": tie, "quantization_config": quark}
+              "tie_word_embeddings": tie}
+    if quark:
+        config["quantization_config"] = dict(QUARK_CONFIG, exclude=["lm_head", "re:.*"])
     if head_dtype is not None:
         config["head_dtype"] = head_dtype
     (folder / "config.json").write_text(json.dumps(config))
@@ -647,6 +649,89 @@ def test_real_model_through_vllm_loader(plugin, tmp_path, monkeypatch, caplog, t
         np.testing.assert_array_equal(_to_numpy(logits), _reference_logits(head, x)[0],
                                       err_msg=reload)
         assert torch.equal(embed(ids), new["model.embed_tokens.weight"][ids]), reload
+
+
+@needs_vllm
+def test_warning_when_no_head_took_int4(plugin, tmp_path, monkeypatch, caplog):
+    """A model whose head is built without a Quark quant config stays bf16: said at warning
+    level after loading, naming the model class (issue: quiet bf16 heads)."""
+    import torch
+    from vllm.config import set_current_vllm_config
+    from vllm.model_executor.model_loader import get_model
+
+    monkeypatch.setattr(torch.accelerator, "empty_cache", lambda: None)
+    _write_checkpoint(tmp_path, quark=False)
+    vllm_config = _vllm_config(tmp_path)
+    with set_current_vllm_config(vllm_config), \
+            caplog.at_level(logging.WARNING, logger="vllm.radiance"):
+        model = get_model(vllm_config=vllm_config)
+    assert model.lm_head.weight.dtype == torch.bfloat16
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING
+                and r.name == "vllm.radiance"]
+    assert len(warnings) == 1
+    message = warnings[0].getMessage()
+    assert "LlamaForCausalLM" in message and "RADIANCE_LMHEAD_INT4=1" in message
+    assert "UnquantizedEmbeddingMethod" in message
+
+    caplog.clear()
+    (tmp_path / "quark").mkdir()
+    _write_checkpoint(tmp_path / "quark")
+    vllm_config = _vllm_config(tmp_path / "quark")
+    with set_current_vllm_config(vllm_config), \
+            caplog.at_level(logging.WARNING, logger="vllm.radiance"):
+        get_model(vllm_config=vllm_config)
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING
+                and r.name == "vllm.radiance"]
+
+
+@needs_vllm
+@pytest.mark.parametrize("change", ["missing", "renamed parameter"])
+def test_changed_private_vllm_method_stops_register(monkeypatch, vllm_state, change):
+    import vllm
+    from vllm.model_executor.layers.quantization.quark.quark import QuarkConfig
+
+    rv.unregister()
+    if change == "missing":
+        monkeypatch.delattr(QuarkConfig, "get_quant_method")
+    else:
+        monkeypatch.setattr(QuarkConfig, "get_quant_method",
+                            lambda self, module, name: None)
+    monkeypatch.setenv("RADIANCE_LMHEAD_INT4", "1")
+    rv.reload_settings()
+    try:
+        with pytest.raises(RuntimeError) as info:
+            rv.register()
+    finally:
+        monkeypatch.delenv("RADIANCE_LMHEAD_INT4")
+        rv.reload_settings()
+    message = str(info.value)
+    assert message.startswith("radiance: vLLM ") and vllm.__version__ in message
+    assert "QuarkConfig.get_quant_method" in message
+
+
+@needs_vllm
+def test_draft_switch_needs_vllm_033(monkeypatch):
+    import importlib.util
+
+    monkeypatch.setenv("RADIANCE_DRAFT_LMHEAD_INT4", "1")
+    rv.reload_settings()
+    try:
+        if importlib.util.find_spec("vllm.model_executor.layers.quantization.online") is None:
+            with pytest.raises(RuntimeError, match="RADIANCE_DRAFT_LMHEAD_INT4=1 needs vLLM >= "
+                                                   "0.33"):
+                rv.register()
+        else:
+            from radiance.vllm import copies
+
+            copies.require_copy_support()  # 0.33: accepted
+            real = importlib.util.find_spec
+            monkeypatch.setattr(importlib.util, "find_spec",
+                                lambda name, *a: None if ".online." in name else real(name, *a))
+            with pytest.raises(RuntimeError, match="needs vLLM >= 0.33"):
+                copies.require_copy_support()
+    finally:
+        monkeypatch.delenv("RADIANCE_DRAFT_LMHEAD_INT4")
+        rv.reload_settings()
 
 
 @needs_vllm
