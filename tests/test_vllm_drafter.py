@@ -345,3 +345,35 @@ def test_drafter_checkpoint_head_recognised_before_the_swap(switches, monkeypatc
     drafter = _load_eagle(target, drafter, monkeypatch)
     assert (drafter.lm_head is target.lm_head) == same
     assert (drafter.lm_head is own) == (not same)
+
+
+def test_target_load_installs_the_drafter_hooks_only_with_a_speculative_config(monkeypatch,
+                                                                                vllm_state):
+    """register() wraps BaseModelLoader.load_model; after the target loads, the drafter hooks
+    go in when the model has a speculative config, and not otherwise."""
+    import torch
+    from vllm.model_executor.layers.quantization.online import lm_head as online
+    from vllm.v1.worker.gpu.spec_decode.speculator import DraftModelSpeculator
+
+    from radiance.vllm import copies, hooks
+
+    monkeypatch.setenv(rv.ENV_DRAFT, "1")
+    rv.reload_settings()
+    rv.unregister()
+    try:
+        model = torch.nn.Module()
+        model_config = object()
+        load = hooks._load_model_wrapper(lambda self, vllm_config, model_config: model)
+        plain = types.SimpleNamespace(model_config=model_config, speculative_config=None)
+        assert load(None, plain, model_config) is model
+        assert not hasattr(DraftModelSpeculator.load_model, "_radiance_original")
+        assert "int4" not in online._LM_HEAD_METHODS
+        drafted = types.SimpleNamespace(model_config=model_config, speculative_config=object())
+        load(None, drafted, model_config)
+        assert DraftModelSpeculator.load_model._radiance_original is not None
+        assert online._LM_HEAD_METHODS["int4"].__name__ == "RadianceLMHeadInt4Copy"
+    finally:
+        copies.uninstall()
+        assert "int4" not in online._LM_HEAD_METHODS
+        monkeypatch.delenv(rv.ENV_DRAFT)
+        rv.reload_settings()

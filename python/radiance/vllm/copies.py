@@ -91,9 +91,16 @@ def install():
 
 
 def uninstall():
+    """Undo install() (tests); copies made meanwhile keep their method."""
+    import sys
+
     while _installed:
         owner, name, original = _installed.pop()
         setattr(owner, name, original)
+    online = sys.modules.get(_ONLINE)
+    if online is not None and getattr(online._LM_HEAD_METHODS.get(INT4), "__module__",
+                                      "").startswith("radiance."):
+        del online._LM_HEAD_METHODS[INT4]
 
 
 def _wrap(owner, name, make_wrapper):
