@@ -372,6 +372,11 @@ def test_target_load_installs_the_drafter_hooks_only_with_a_speculative_config(m
         load(None, drafted, model_config)
         assert DraftModelSpeculator.load_model._radiance_original is not None
         assert online._LM_HEAD_METHODS["int4"].__name__ == "RadianceLMHeadInt4Copy"
+        v1 = types.SimpleNamespace(model_config=model_config, speculative_config=object(),
+                                   use_v2_model_runner=False)
+        with pytest.raises(ValueError, match="RADIANCE_DRAFT_LMHEAD_INT4=1 works with vLLM's GPU "
+                                             "model runner V2"):
+            load(None, v1, model_config)
     finally:
         copies.uninstall()
         assert "int4" not in online._LM_HEAD_METHODS

@@ -143,6 +143,11 @@ def _load_model_wrapper(original):
             if current.enabled:
                 warn_if_no_int4_head(model)
             if getattr(vllm_config, "speculative_config", None) is not None:
+                if current.draft and getattr(vllm_config, "use_v2_model_runner", True) is False:
+                    # vLLM's V1 runner loads drafters elsewhere: the switch would do nothing.
+                    raise ValueError(f"radiance: {ENV_DRAFT}=1 works with vLLM's GPU model "
+                                     f"runner V2 (VLLM_USE_V2_MODEL_RUNNER=1), which loads the "
+                                     f"drafter; this engine runs V1. Use V2 or unset {ENV_DRAFT}")
                 from . import copies
 
                 copies.install()
