@@ -79,6 +79,9 @@ needs_vllm = pytest.mark.skipif(_SKIP is not None, reason=_SKIP or "")
      rv.Settings(False, 128, "rtn")),
     ({"RADIANCE_LMHEAD_INT4_GS": "256", "RADIANCE_LMHEAD_INT4_CLIP": "MSE"},
      rv.Settings(False, 256, "mse")),
+    ({"RADIANCE_DRAFT_LMHEAD_INT4": "1"}, rv.Settings(False, 128, "mse", draft=True)),
+    ({"RADIANCE_DRAFT_LMHEAD_INT4": "1", "RADIANCE_LMHEAD_INT4": "1"},
+     rv.Settings(True, 128, "mse", draft=True)),
 ])
 def test_knobs(env, expected):
     assert rv.read_settings(env) == expected
@@ -89,6 +92,7 @@ def test_knobs(env, expected):
     ({"RADIANCE_LMHEAD_INT4_GS": "100"}, ["RADIANCE_LMHEAD_INT4_GS", "32, 64, 128, 256"]),
     ({"RADIANCE_LMHEAD_INT4_GS": "128k"}, ["RADIANCE_LMHEAD_INT4_GS"]),
     ({"RADIANCE_LMHEAD_INT4_CLIP": "awq"}, ["RADIANCE_LMHEAD_INT4_CLIP", "mse", "rtn"]),
+    ({"RADIANCE_DRAFT_LMHEAD_INT4": "int4"}, ["RADIANCE_DRAFT_LMHEAD_INT4", "0 or 1"]),
 ])
 def test_bad_knobs_are_named(env, names):
     with pytest.raises(ValueError) as info:

@@ -97,7 +97,7 @@ class RadianceLMHeadInt4(UnquantizedEmbeddingMethod):
     def apply(self, layer, x, bias=None):
         # Once per decode step: in eager mode the parameters come straight from the module's
         # dict (nn.Module.__getattr__ costs about a microsecond a name); torch.compile sees
-        # plain attributes. radiance_ops.apply_int4 is the registered op (or, in eager mode on
+        # plain attributes. torch_ops.apply_int4 is the registered op (or, in eager mode on
         # a GPU, its CUDA kernel without the dispatcher).
         if torch.compiler.is_compiling():
             weight, scales = layer.weight, getattr(layer, "weight_scale", None)
