@@ -3,9 +3,10 @@
 Real vLLM objects throughout: ParallelLMHead heads built by vLLM, the copy made by vLLM's
 `quantized_lm_head_copy(head, "int4")`, refreshed and swapped by vLLM's
 `refresh_quantized_lm_heads`, `share_source_lm_heads` and `restore_quantized_lm_heads`, and
-drafters wired to the target by vLLM's own `load_eagle_model` and `load_dflash_model` (only the
-checkpoint read, `get_model`, hands back a small drafter built here; for DFlash vLLM's config
-`replace` is an identity, since the drafter's attention config is not under test). Logits go
+drafters wired to the target by vLLM's own `load_eagle_model`, `load_dflash_model` and
+`load_dspark_model` (only the checkpoint read, `get_model`, hands back a small drafter built here;
+for DFlash and DSpark vLLM's config `replace` is an identity, since the drafter's attention and
+parallel configs are not under test). Logits go
 through vLLM's LogitsProcessor and equal radiance's CPU reference bit for bit.
 
 Run it with `bash .ci/vllm_env.sh` (vLLM 0.33); on vLLM 0.32 it skips, saying why.
@@ -147,6 +148,29 @@ def _load_dflash(target, drafter, monkeypatch):
     return dflash.load_dflash_model(target, config)
 
 
+def _load_dspark(target, drafter, monkeypatch):
+    """vLLM's load_dspark_model, with get_model handing back `drafter`."""
+    import vllm.model_executor.model_loader as model_loader
+    import vllm.model_executor.models.utils as model_utils
+    from vllm.config import LoadConfig
+    from vllm.v1.worker.gpu.spec_decode.dspark import utils as dspark
+
+    monkeypatch.setattr(model_loader, "get_model", lambda **kwargs: drafter)
+    monkeypatch.setattr(model_utils, "get_draft_quant_config", lambda config: None)
+    monkeypatch.setattr(dspark, "replace", lambda config, **changes: config)
+    namespace = types.SimpleNamespace
+    draft_model_config = namespace(hf_config=namespace(num_hidden_layers=0, model_type="qwen3"),
+                                   get_vocab_size=lambda: VOCAB)
+    speculative = namespace(draft_model_config=draft_model_config, draft_load_config=None,
+                            attention_backend=None, kv_cache_dtype=None,
+                            draft_parallel_config=namespace(tensor_parallel_size=1))
+    config = namespace(speculative_config=speculative, load_config=LoadConfig(),
+                       attention_config=namespace(backend=None), cache_config=None,
+                       parallel_config=namespace(enable_eplb=False, eplb_config=None),
+                       model_config=namespace(get_vocab_size=lambda: VOCAB))
+    return dspark.load_dspark_model(target, config)
+
+
 # --- the copy in vLLM's lifecycle ----------------------------------------------------------------
 
 
@@ -214,7 +238,7 @@ def test_refresh_in_place_and_share_restore_around_update(switches, online, monk
 # --- RADIANCE_DRAFT_LMHEAD_INT4=1: drafters that share the target head ---------------------------
 
 
-@pytest.mark.parametrize("style", ["eagle", "mtp", "dflash"])
+@pytest.mark.parametrize("style", ["eagle", "mtp", "dflash", "dspark"])
 def test_switch_gives_shared_drafters_an_int4_copy(switches, online, monkeypatch, caplog, style):
     import torch
 
@@ -225,6 +249,8 @@ def test_switch_gives_shared_drafters_an_int4_copy(switches, online, monkeypatch
     drafter = _drafter(mtp_layers=2 if style == "mtp" else 0)
     if style == "dflash":
         drafter = _load_dflash(target, drafter, monkeypatch)
+    elif style == "dspark":
+        drafter = _load_dspark(target, drafter, monkeypatch)
     else:
         drafter = _load_eagle(target, drafter, monkeypatch)
     assert drafter.lm_head is target.lm_head  # vLLM shared the head
