@@ -125,7 +125,7 @@ def test_chunked_quantize_equals_whole(monkeypatch):
     w = (torch.randn(300, 256, generator=torch.Generator().manual_seed(0)) * 0.02).bfloat16()
     words = torch.empty((320, 32), dtype=torch.int32)
     scales = torch.empty((320, 2), dtype=torch.bfloat16)
-    monkeypatch.setattr(shards, "CHUNK_BYTES", 256 * 2 * 70)  # 70 rows a step: one straddles row 300
+    monkeypatch.setattr(shards, "CHUNK_BYTES", 256 * 2 * 70)  # 70 rows a step: one spans row 300
     shards.quantize_into(w, words, scales, 128, "mse")
     padded = torch.cat([w, torch.zeros(20, 256, dtype=w.dtype)])
     ref_words, ref_scales = radiance.quantize_rows(padded, group_size=128, clip="mse")
