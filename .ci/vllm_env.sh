@@ -1,23 +1,30 @@
 #!/usr/bin/env bash
-# The vLLM test environment: a virtual environment with the pinned vLLM on the CPU build of torch,
-# radiance built from this tree (CPU only), then tests/test_vllm.py in it. Creates the environment
-# on the first run and refreshes it on later ones (pip skips what is already there).
+# A vLLM test environment: a virtual environment with one pinned vLLM release and the torch it pins,
+# radiance built from this tree (CPU only), then the vLLM tests in it on vLLM's CPU platform.
+# Creates the environment on the first run and refreshes it on later ones (pip skips what is
+# already there).
 #
-#   bash .ci/vllm_env.sh                 # all vLLM tests
-#   bash .ci/vllm_env.sh -k tp2 -x       # extra arguments go to pytest
+#   bash .ci/vllm_env.sh                                 # vLLM 0.33.0, all vLLM tests
+#   RADIANCE_VLLM_VERSION=0.32.0 bash .ci/vllm_env.sh    # vLLM 0.32.0
+#   bash .ci/vllm_env.sh -k drafter -x                   # extra arguments go to pytest
 #
-# RADIANCE_VLLM_VENV (default .venv-vllm, git-ignored) says where the environment lives.
-# A fresh install downloads about 3 GB and takes 5 to 7 minutes here (395 s on 2026-11-30); a
-# refresh about a minute.
-# .ci/vllm-constraints.txt pins every other package of the environment.
+# RADIANCE_VLLM_VENV (default .venv-vllm-<version>, git-ignored) says where the environment lives.
+# .ci/vllm-constraints-<version>.txt pins every other package of the environment.
+# Fresh installs here: 0.32.0 212 s (about 6 GB), 0.33.0 about 7 minutes (about 9.4 GB: torch
+# 2.14.0 is PyPI's CUDA wheel, whose CUDA libraries come along); a refresh about a minute.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# vLLM pins torch exactly; 0.32.0 is the newest release that pins 2.13.0, the CPU build of torch
-# this machine kind has on disk (0.33.0 pins 2.14.0, which is neither on disk nor a CPU build).
-VLLM_VERSION=0.32.0
-TORCH_VERSION=2.13.0
-venv=${RADIANCE_VLLM_VENV:-.venv-vllm}
+# vLLM pins torch exactly. 0.32.0 pins 2.13.0, the CPU build this machine kind has on disk;
+# 0.33.0 pins 2.14.0, PyPI's CUDA build, which runs on vLLM's CPU platform (VLLM_TARGET_DEVICE=cpu).
+VLLM_VERSION=${RADIANCE_VLLM_VERSION:-0.33.0}
+case "$VLLM_VERSION" in
+    0.32.0) TORCH_VERSION=2.13.0 ;;
+    0.33.0) TORCH_VERSION=2.14.0 ;;
+    *) echo "RADIANCE_VLLM_VERSION=$VLLM_VERSION: expected 0.32.0 or 0.33.0" >&2; exit 2 ;;
+esac
+constraints=.ci/vllm-constraints-$VLLM_VERSION.txt
+venv=${RADIANCE_VLLM_VENV:-.venv-vllm-$VLLM_VERSION}
 export PIP_DISABLE_PIP_VERSION_CHECK=1 PYTHONUNBUFFERED=1
 
 step() { printf '\n=== %s (%s)\n' "$1" "$(date -u +%H:%M:%S)"; }
@@ -35,11 +42,11 @@ assert u.find_spec("pytest") and not u.find_spec("torchvision")
 print(f"torch {m.version('torch')}, vllm {m.version('vllm')}")
 EOF
 }
-# About 6 GB once installed. Without pip's cache (--no-cache-dir) the downloaded wheels do not stay
-# on disk beside it as another 3 GB; a failed install (a dropped connection, a full disk) is tried
+# Without pip's cache (--no-cache-dir) the downloaded wheels do not stay on disk beside the
+# environment as another 3 to 4 GB; a failed install (a dropped connection, a full disk) is tried
 # once more after saying how much disk is free.
 install() {
-    "$py" -m pip install -q --no-cache-dir -c .ci/vllm-constraints.txt \
+    "$py" -m pip install -q --no-cache-dir -c "$constraints" \
         "torch==$TORCH_VERSION" "vllm==$VLLM_VERSION" pytest
 }
 if ! versions_ok 2>/dev/null; then
@@ -49,18 +56,19 @@ if ! versions_ok 2>/dev/null; then
         install
     fi
     # vLLM also brings torchvision, torchaudio and torchcodec built against torch's CUDA wheels.
-    # Beside the CPU torch they fail at import ("operator torchvision::nms does not exist"), and
+    # Beside a CPU torch they fail at import ("operator torchvision::nms does not exist"), and
     # transformers imports torchvision whenever it is installed; nothing tested here needs them.
     "$py" -m pip uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true
     versions_ok
 fi
 
 step "radiance from this tree (CPU build)"
-RADIANCE_GPU=none "$py" -m pip install -q --no-deps --force-reinstall .
+RADIANCE_GPU=none "$py" -m pip install -q --no-cache-dir --no-deps --force-reinstall .
 echo "environment ready after $(( $(date +%s) - started )) s"
 
-step "tests/test_vllm.py"
-# vLLM's CPU platform, and no hub: the tests build everything from local files.
+step "vLLM $VLLM_VERSION tests"
+# vLLM's CPU platform, and no hub: the tests build everything from local files. What a release
+# lacks (the quantized lm_head copies before 0.33) is skipped, saying why (-rs).
 VLLM_TARGET_DEVICE=cpu HF_HUB_OFFLINE=1 "$py" -m pytest -q -p no:cacheprovider -rs \
-    tests/test_vllm.py "$@"
+    tests/test_vllm.py tests/test_vllm_drafter.py tests/test_vllm_peer_formats.py "$@"
 echo "done after $(( $(date +%s) - started )) s"

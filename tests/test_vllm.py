@@ -24,6 +24,7 @@ import pytest
 
 import radiance
 import radiance.vllm as rv
+from radiance.vllm import shards
 
 os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")  # no GPU here: vLLM's CPU platform
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -78,6 +79,9 @@ needs_vllm = pytest.mark.skipif(_SKIP is not None, reason=_SKIP or "")
      rv.Settings(False, 128, "rtn")),
     ({"RADIANCE_LMHEAD_INT4_GS": "256", "RADIANCE_LMHEAD_INT4_CLIP": "MSE"},
      rv.Settings(False, 256, "mse")),
+    ({"RADIANCE_DRAFT_LMHEAD_INT4": "1"}, rv.Settings(False, 128, "mse", draft=True)),
+    ({"RADIANCE_DRAFT_LMHEAD_INT4": "1", "RADIANCE_LMHEAD_INT4": "1"},
+     rv.Settings(True, 128, "mse", draft=True)),
 ])
 def test_knobs(env, expected):
     assert rv.read_settings(env) == expected
@@ -88,6 +92,7 @@ def test_knobs(env, expected):
     ({"RADIANCE_LMHEAD_INT4_GS": "100"}, ["RADIANCE_LMHEAD_INT4_GS", "32, 64, 128, 256"]),
     ({"RADIANCE_LMHEAD_INT4_GS": "128k"}, ["RADIANCE_LMHEAD_INT4_GS"]),
     ({"RADIANCE_LMHEAD_INT4_CLIP": "awq"}, ["RADIANCE_LMHEAD_INT4_CLIP", "mse", "rtn"]),
+    ({"RADIANCE_DRAFT_LMHEAD_INT4": "int4"}, ["RADIANCE_DRAFT_LMHEAD_INT4", "0 or 1"]),
 ])
 def test_bad_knobs_are_named(env, names):
     with pytest.raises(ValueError) as info:
@@ -120,8 +125,8 @@ def test_chunked_quantize_equals_whole(monkeypatch):
     w = (torch.randn(300, 256, generator=torch.Generator().manual_seed(0)) * 0.02).bfloat16()
     words = torch.empty((320, 32), dtype=torch.int32)
     scales = torch.empty((320, 2), dtype=torch.bfloat16)
-    monkeypatch.setattr(rv, "CHUNK_BYTES", 256 * 2 * 70)  # 70 rows a step: one straddles row 300
-    rv._quantize_into(w, words, scales, 128, "mse")
+    monkeypatch.setattr(shards, "CHUNK_BYTES", 256 * 2 * 70)  # 70 rows a step: one spans row 300
+    shards.quantize_into(w, words, scales, 128, "mse")
     padded = torch.cat([w, torch.zeros(20, 256, dtype=w.dtype)])
     ref_words, ref_scales = radiance.quantize_rows(padded, group_size=128, clip="mse")
     assert torch.equal(words, ref_words) and torch.equal(scales, ref_scales)
@@ -547,21 +552,23 @@ def test_pre_processed_weights_are_refused(plugin, quark_config):
     assert _head(quark_config).quant_method.supports_pre_processed_weights is False
 
 
-def _write_checkpoint(folder, tie=False, head_dtype=None, seed=30):
+def _write_checkpoint(folder, tie=False, head_dtype=None, seed=30, quark=True):
     """A one-layer Llama checkpoint of a Quark model: config.json with its quantization_config
     (every Linear excluded from FP8, which vLLM's CPU platform cannot run) and model.safetensors
-    in the Hugging Face names. Returns the checkpoint's tensors."""
+    in the Hugging Face names; quark=False leaves the quantization_config out. Returns the
+    checkpoint's tensors."""
     import json
 
     import torch
     from safetensors.torch import save_file
 
-    quark = dict(QUARK_CONFIG, exclude=["lm_head", "re:.*"])
     config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama",
               "hidden_size": HIDDEN, "intermediate_size": 512, "num_attention_heads": 4,
               "num_key_value_heads": 4, "num_hidden_layers": 1, "vocab_size": VOCAB,
               "max_position_embeddings": 128, "torch_dtype": "bfloat16",
-              "tie_word_embeddings": tie, "quantization_config": quark}
+              "tie_word_embeddings": tie}
+    if quark:
+        config["quantization_config"] = dict(QUARK_CONFIG, exclude=["lm_head", "re:.*"])
     if head_dtype is not None:
         config["head_dtype"] = head_dtype
     (folder / "config.json").write_text(json.dumps(config))
@@ -649,6 +656,91 @@ def test_real_model_through_vllm_loader(plugin, tmp_path, monkeypatch, caplog, t
 
 
 @needs_vllm
+def test_warning_when_no_head_took_int4(plugin, tmp_path, monkeypatch, caplog):
+    """A model whose head is built without a Quark quant config stays bf16: said at warning
+    level after loading, naming the model class (issue: quiet bf16 heads)."""
+    import torch
+    from vllm.config import set_current_vllm_config
+    from vllm.model_executor.model_loader import get_model
+
+    monkeypatch.setattr(torch.accelerator, "empty_cache", lambda: None)
+    _write_checkpoint(tmp_path, quark=False)
+    vllm_config = _vllm_config(tmp_path)
+    with set_current_vllm_config(vllm_config), \
+            caplog.at_level(logging.WARNING, logger="vllm.radiance"):
+        model = get_model(vllm_config=vllm_config)
+    assert model.lm_head.weight.dtype == torch.bfloat16
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING
+                and r.name == "vllm.radiance"]
+    assert len(warnings) == 1
+    message = warnings[0].getMessage()
+    assert "LlamaForCausalLM" in message and "RADIANCE_LMHEAD_INT4=1" in message
+    assert "UnquantizedEmbeddingMethod" in message
+
+    caplog.clear()
+    (tmp_path / "quark").mkdir()
+    _write_checkpoint(tmp_path / "quark")
+    vllm_config = _vllm_config(tmp_path / "quark")
+    with set_current_vllm_config(vllm_config), \
+            caplog.at_level(logging.WARNING, logger="vllm.radiance"):
+        get_model(vllm_config=vllm_config)
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING
+                and r.name == "vllm.radiance"]
+
+
+@needs_vllm
+@pytest.mark.parametrize("change", ["missing", "renamed parameter"])
+def test_changed_private_vllm_method_stops_register(monkeypatch, vllm_state, change):
+    import vllm
+    from vllm.model_executor.layers.quantization.quark.quark import QuarkConfig
+
+    rv.unregister()
+    if change == "missing":
+        monkeypatch.delattr(QuarkConfig, "get_quant_method")
+    else:
+        monkeypatch.setattr(QuarkConfig, "get_quant_method",
+                            lambda self, module, name: None)
+    monkeypatch.setenv("RADIANCE_LMHEAD_INT4", "1")
+    rv.reload_settings()
+    try:
+        with pytest.raises(RuntimeError) as info:
+            rv.register()
+    finally:
+        monkeypatch.delenv("RADIANCE_LMHEAD_INT4")
+        rv.reload_settings()
+    message = str(info.value)
+    assert message.startswith("radiance: vLLM ") and vllm.__version__ in message
+    assert "QuarkConfig.get_quant_method" in message
+
+
+@needs_vllm
+def test_draft_switch_needs_vllm_033(monkeypatch):
+    import importlib.util
+
+    monkeypatch.setenv("RADIANCE_DRAFT_LMHEAD_INT4", "1")
+    rv.reload_settings()
+    try:
+        has_copies = importlib.util.find_spec(
+            "vllm.model_executor.layers.quantization.online.lm_head") is not None
+        if not has_copies:
+            with pytest.raises(RuntimeError, match="RADIANCE_DRAFT_LMHEAD_INT4=1 needs vLLM >= "
+                                                   "0.33"):
+                rv.register()
+        else:
+            from radiance.vllm import copies
+
+            copies.require_copy_support()  # 0.33: accepted
+            real = importlib.util.find_spec
+            monkeypatch.setattr(importlib.util, "find_spec",
+                                lambda name, *a: None if ".online." in name else real(name, *a))
+            with pytest.raises(RuntimeError, match="needs vLLM >= 0.33"):
+                copies.require_copy_support()
+    finally:
+        monkeypatch.delenv("RADIANCE_DRAFT_LMHEAD_INT4")
+        rv.reload_settings()
+
+
+@needs_vllm
 def test_head_dtype_override_is_refused(plugin, tmp_path):
     from vllm.config import set_current_vllm_config
     from vllm.model_executor.layers.quantization.quark.quark import QuarkConfig
@@ -668,7 +760,7 @@ def test_gpu_head_without_gpu_kernels_is_refused():
     if radiance.gpu_backend() != "none":
         pytest.skip("this build has GPU kernels")
     with pytest.raises(RuntimeError, match="GPU backend 'none'"):
-        rv._check_gpu_build(torch.device("cuda", 0))
+        shards.check_gpu_build(torch.device("cuda", 0))
 
 
 # --- tensor parallelism --------------------------------------------------------------------------

@@ -1,0 +1,85 @@
+"""The plugin's environment knobs, read once at import; standard library only.
+
+    RADIANCE_LMHEAD_INT4        0 (default) or 1: the model's own lm_head becomes int4
+    RADIANCE_LMHEAD_INT4_GS     group size: 32, 64, 128 (default) or 256
+    RADIANCE_LMHEAD_INT4_CLIP   mse (default) or rtn (also spelled 0)
+    RADIANCE_DRAFT_LMHEAD_INT4  0 (default) or 1: a speculative-decoding drafter that shares the
+                                target's lm_head gets an int4 copy of it (vLLM >= 0.33)
+
+A bad value is kept and raised by `settings()`, which `register()` calls: vLLM does not swallow an
+exception raised there, unlike one raised while it imports a plugin.
+"""
+
+import os
+from dataclasses import dataclass
+
+ENV_ENABLE = "RADIANCE_LMHEAD_INT4"
+ENV_GROUP_SIZE = "RADIANCE_LMHEAD_INT4_GS"
+ENV_CLIP = "RADIANCE_LMHEAD_INT4_CLIP"
+ENV_DRAFT = "RADIANCE_DRAFT_LMHEAD_INT4"
+
+GROUP_SIZES = (32, 64, 128, 256)  # radiance.GROUP_SIZES, without importing NumPy here
+_CLIP_SPELLINGS = {"mse": "mse", "rtn": "rtn", "0": "rtn"}
+_SWITCH_SPELLINGS = {"0": False, "1": True}
+
+
+@dataclass(frozen=True)
+class Settings:
+    enabled: bool = False
+    group_size: int = 128
+    clip: str = "mse"
+    draft: bool = False
+
+
+def read_settings(environ=None):
+    """Settings from the environment; ValueError naming the variable and its allowed values."""
+    environ = os.environ if environ is None else environ
+
+    def get(name, default):
+        value = environ.get(name)
+        return default if value is None or value.strip() == "" else value.strip().lower()
+
+    switches = {}
+    for name in (ENV_ENABLE, ENV_DRAFT):
+        value = get(name, "0")
+        if value not in _SWITCH_SPELLINGS:
+            raise ValueError(f"{name}={environ.get(name)!r}: expected 0 or 1")
+        switches[name] = _SWITCH_SPELLINGS[value]
+    group = get(ENV_GROUP_SIZE, "128")
+    if group not in {str(g) for g in GROUP_SIZES}:
+        raise ValueError(f"{ENV_GROUP_SIZE}={environ.get(ENV_GROUP_SIZE)!r}: expected one of "
+                         f"{', '.join(map(str, GROUP_SIZES))}")
+    clip = get(ENV_CLIP, "mse")
+    if clip not in _CLIP_SPELLINGS:
+        raise ValueError(f"{ENV_CLIP}={environ.get(ENV_CLIP)!r}: expected mse, or rtn (also "
+                         f"spelled 0) for plain round-to-nearest")
+    return Settings(switches[ENV_ENABLE], int(group), _CLIP_SPELLINGS[clip], switches[ENV_DRAFT])
+
+
+def reload_settings(environ=None):
+    """Read the knobs again (tests, notebooks): the Settings, or read_settings' ValueError."""
+    global _settings, _settings_error
+    try:
+        _settings, _settings_error = read_settings(environ), None
+    except ValueError as error:
+        _settings, _settings_error = None, error
+        raise
+    return _settings
+
+
+def settings():
+    """The Settings last read; raises the ValueError of a bad knob."""
+    if _settings_error is not None:
+        raise ValueError(str(_settings_error))
+    return _settings
+
+
+def fitting_group_sizes(hidden_size):
+    return [g for g in GROUP_SIZES if hidden_size % g == 0]
+
+
+_settings, _settings_error = None, None
+try:
+    reload_settings()
+except ValueError:
+    pass
