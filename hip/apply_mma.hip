@@ -366,7 +366,8 @@ apply_tile_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const in
                     }
                 }
             }
-            if (step + PREFETCH < nsteps) load_stage<GROUP, ROW_TILES>(sg, packed, scales, row0, n, kw, ng, step + PREFETCH, g, t);
+            if (step + PREFETCH < nsteps)
+                load_stage<GROUP, ROW_TILES>(sg, packed, scales, row0, n, kw, ng, step + PREFETCH, g, t);
         }
     }
 

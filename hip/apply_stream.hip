@@ -120,7 +120,8 @@ __device__ __forceinline__ void stream_warp_rows(const uint16_t *__restrict__ x,
         }
     };
 
-    float total[ROW_TILES][TOKEN_TILES][4], acc[2][ROW_TILES][TOKEN_TILES][4]; /* two mma chains (the low and high k8 of each k16) */
+    /* two mma chains (the low and high k8 of each k16) */
+    float total[ROW_TILES][TOKEN_TILES][4], acc[2][ROW_TILES][TOKEN_TILES][4];
 #pragma unroll
     for (int mt = 0; mt < ROW_TILES; mt++)
 #pragma unroll
@@ -278,8 +279,9 @@ apply_stream_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const 
     const int64_t row_block = (int64_t)blockIdx.x / token_chunks;
     const int64_t row0 = (row_block * kStreamWarps + warp) * (16 * ROW_TILES);
     if (row0 >= n) return; /* whole warp; no block-wide barriers in this kernel */
-    stream_warp_rows<GROUP, ROW_TILES, TOKEN_TILES, SUPER_STEPS, RING_SLOTS, X_MODE>(x, m, k, packed, scales, bias, n, out, row0, chunk * (8 * TOKEN_TILES),
-                                                  smem + warp * (RING_SLOTS * StreamSmem<ROW_TILES, SUPER_STEPS>::slot), nullptr);
+    unsigned char *ring = smem + warp * (RING_SLOTS * StreamSmem<ROW_TILES, SUPER_STEPS>::slot);
+    stream_warp_rows<GROUP, ROW_TILES, TOKEN_TILES, SUPER_STEPS, RING_SLOTS, X_MODE>(
+        x, m, k, packed, scales, bias, n, out, row0, chunk * (8 * TOKEN_TILES), ring, nullptr);
 }
 
 } // namespace
@@ -359,8 +361,8 @@ apply_stream_xs_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, con
     unsigned char *ring = smem + warp * (RING_SLOTS * StreamSmem<ROW_TILES, SUPER_STEPS>::slot);
     for (int64_t u = (int64_t)blockIdx.x * warps + warp; u < units; u += (int64_t)gridDim.x * warps) {
         __syncwarp(); /* every lane is done with the ring (the last unit's reads) before it refills */
-        stream_warp_rows<GROUP, ROW_TILES, TOKEN_TILES, SUPER_STEPS, RING_SLOTS, kXShared>(x, m, k, packed, scales, bias, n, out, u * (16 * ROW_TILES), 0,
-                                                         ring, xs);
+        stream_warp_rows<GROUP, ROW_TILES, TOKEN_TILES, SUPER_STEPS, RING_SLOTS, kXShared>(
+            x, m, k, packed, scales, bias, n, out, u * (16 * ROW_TILES), 0, ring, xs);
     }
 #endif
 }

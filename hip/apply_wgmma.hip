@@ -347,7 +347,8 @@ apply_wgmma_pipe_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, co
         } else {
             const uint64_t bdesc = rad_wgmma_desc(st + kWgpWBytes, 128, 256);
 #pragma unroll
-            for (int sl = 0; sl < 8; sl++) rad_wgmma_rs(acc[h], afr[h][sl], bdesc + (uint64_t)(sl * 2 * TOKENS), RUNNING_SCALE || sl > 0);
+            for (int sl = 0; sl < 8; sl++)
+                rad_wgmma_rs(acc[h], afr[h][sl], bdesc + (uint64_t)(sl * 2 * TOKENS), RUNNING_SCALE || sl > 0);
         }
         rad_wgmma_commit();
     };
@@ -382,7 +383,8 @@ apply_wgmma_pipe_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, co
             const int64_t row = row0 + 8 * hi;
             const int64_t tok = tok0 + 8 * (r >> 2) + 2 * t + (r & 1);
             if (row < n && tok < m && !((bad >> (2 * h + hi)) & 1u))
-                out[tok * n + row] = out_bf16(RUNNING_SCALE ? sc[h][hi] * acc[h][r] : total[h][RUNNING_SCALE ? 0 : r], bias, row);
+                out[tok * n + row] =
+                    out_bf16(RUNNING_SCALE ? sc[h][hi] * acc[h][r] : total[h][RUNNING_SCALE ? 0 : r], bias, row);
         }
     }
     if (RUNNING_SCALE) {

@@ -68,7 +68,8 @@ int rad_device_sm(void)
 int rad_smem_optin(void)
 {
     int dev = 0, v = 0;
-    if (rad_get_device(&dev) != RAD_SUCCESS || rad_device_get_attribute(&v, RAD_DEV_ATTR_SMEM_OPTIN, dev) != RAD_SUCCESS) {
+    if (rad_get_device(&dev) != RAD_SUCCESS ||
+        rad_device_get_attribute(&v, RAD_DEV_ATTR_SMEM_OPTIN, dev) != RAD_SUCCESS) {
         (void)rad_get_last_error();
         return 0;
     }

@@ -1,4 +1,4 @@
-"""An independent NumPy reference of the radiance format (DESIGN.md), written from the spec.
+"""An independent NumPy reference of the radiance format (docs/FORMAT.md), written from the spec.
 
 Vectorised over rows and groups with explicit float32 steps, so it fixes the same rounding of
 every operation and the same summation order as the kernels, without sharing any of their code.
@@ -17,7 +17,7 @@ def to_bf16_f32(values):
 
 
 def quantize_reference(w, group_size=128, clip="mse"):
-    """(nibbles uint8 [N, K], scales bf16 [N, K/G]) by the rule of DESIGN.md."""
+    """(nibbles uint8 [N, K], scales bf16 [N, K/G]) by the rule of docs/FORMAT.md."""
     w32 = np.asarray(w).astype(np.float32)
     n, k = w32.shape
     g = w32.reshape(n, k // group_size, group_size)

@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """How the timing method moves a bandwidth-bound kernel's number (H200, one head, M tokens).
 
-    python benchmarks/timing_methods.py [--lib PATH] [--m 1,4,16]
+    python benchmarks/harness/timing_methods.py [--lib PATH] [--m 1,4,16]
 
 Three ways to time the same call, in one run, for radiance's int4 apply (through the ctypes
-harness of gpu_kernels.py, so build it first: `python benchmarks/gpu_kernels.py build`) and for
-the bf16 matmul over the same head:
+harness of gpu_kernels.py, so build it first: `python benchmarks/harness/gpu_kernels.py build`)
+and for the bf16 matmul over the same head:
   do_bench   triton.testing.do_bench, median (gpu_kernels.bench): it zeroes a 256 MB buffer
              before every call, which could leave dirty L2 lines to be written back while the
              timed call runs

@@ -2,22 +2,24 @@
 # What one lent H200 call runs (see benchmarks/RESULTS.md): build the CUDA extension in place, the
 # GPU tests, a compute-sanitizer memcheck pass, and the benchmarks. Logs and results go to $OUT.
 #
-#   OUT=/tmp/out bash benchmarks/device_run.sh [tests|smoke|bench|all]   (smoke: tests + a short gpu.py)
-#   OUT=/tmp/out bash benchmarks/device_run.sh variants   (the kernel harness alone: every variant
-#       checked against float64, then timed at 1-16 tokens; PERF_LOG run 26 is waiting for it)
+#   OUT=/tmp/out bash benchmarks/harness/device_run.sh [tests|smoke|bench|all]
+#       (smoke: tests + a short gpu.py)
+#   OUT=/tmp/out bash benchmarks/harness/device_run.sh variants
+#       (the kernel harness alone: the benchmark build, every variant checked against float64,
+#       then timed at 1-16 tokens)
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 OUT=${OUT:-out}
 mkdir -p "$OUT"
 what=${1:-all}
 export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD/python:$PWD/tests"
 
 if [ "$what" = variants ]; then
-    python3 benchmarks/gpu_kernels.py build --log "$OUT/nvcc.log" || { tail -30 "$OUT/nvcc.log"; exit 1; }
-    timeout 300 python3 benchmarks/gpu_kernels.py check >"$OUT/check.log" 2>&1
+    python3 benchmarks/harness/gpu_kernels.py build --log "$OUT/nvcc.log" || { tail -30 "$OUT/nvcc.log"; exit 1; }
+    timeout 300 python3 benchmarks/harness/gpu_kernels.py check >"$OUT/check.log" 2>&1
     echo "check rc=$? :: $(grep -E 'ALL CHECKS|FAILED' "$OUT/check.log")"
     grep -A 20 FAILED "$OUT/check.log" | head -25
-    timeout 240 python3 benchmarks/gpu_kernels.py time --quick --ms 1,4,8,12,16 >"$OUT/time.log" 2>&1
+    timeout 240 python3 benchmarks/harness/gpu_kernels.py time --quick --ms 1,4,8,12,16 >"$OUT/time.log" 2>&1
     echo "time rc=$?"
     grep -E "roofline|ours" "$OUT/time.log"
     exit 0

@@ -1,9 +1,9 @@
 // wgmma_probe.cu - where does the time of the pipelined wgmma apply kernel go?
 //
-//   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I hip benchmarks/wgmma_probe.cu \
-//        -o /tmp/wgmma_probe && /tmp/wgmma_probe
+//   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I hip -I csrc \
+//        benchmarks/harness/wgmma_probe.cu -o /tmp/wgmma_probe && /tmp/wgmma_probe
 //
-// The same grid, block and per-step structure as apply_wgmma_pipe_kernel (hip/gemv_int4.hip) on
+// The same grid, block and per-step structure as apply_wgmma_pipe_kernel (hip/apply_wgmma.hip) on
 // the 248320 x 5120 head (970 blocks of 2 warpgroups, 40 steps of 128 columns, two 64-row halves
 // per warpgroup alternating with wgmma.wait_group 1), with parts left out:
 //   mode 0  the wgmmas and the fold only (A fragments constant, B in shared memory)
@@ -19,7 +19,8 @@
 #include <cstdio>
 #include <cstdint>
 #include <cuda_runtime.h>
-#include "compat.h"
+#include "ptx_sm80.h"
+#include "ptx_sm90.h"
 
 __device__ __forceinline__ uint32_t dequant_pair(uint32_t w, int shift)
 {

@@ -1,6 +1,6 @@
 // read_probe.cu - how fast can the H200 read an int4 head with a given access pattern?
 //
-//   nvcc -O3 -arch=sm_90a benchmarks/read_probe.cu -o /tmp/read_probe && /tmp/read_probe
+//   nvcc -O3 -arch=sm_90a benchmarks/harness/read_probe.cu -o /tmp/read_probe && /tmp/read_probe
 //
 // The head is n rows x rb bytes (248320 x 2560 = the packed 248320 x 5120 int4 head). Each
 // kernel reads every byte once, XOR-folds it and writes one word per warp, so the time is the
