@@ -66,11 +66,11 @@ ApplyPlan make_plan(const ApplyArgs &a, int refuse)
     }
     /* the stream and wgmma kernels take one scale per row and 128-column step */
     const bool big_groups = a.group >= 128;
-    const bool wgmma = big_groups && !(refuse & RADIANCE_GPU_TEST_NO_WGMMA) && wgmma_built();
+    auto wgmma = [&]() { return big_groups && !(refuse & RADIANCE_GPU_TEST_NO_WGMMA) && wgmma_built(); };
     if (a.m <= 8) {
         /* 7-8 tokens with few steps (262144 x 640: 5) fill the wgmma pipeline too briefly: 59.5
          * against 47.6 us for the stream kernel there */
-        if (a.m > 6 && a.k >= 2048 && wgmma && plan_wgmma(a, 8, refuse, &p)) return p;
+        if (a.m > 6 && a.k >= 2048 && wgmma() && plan_wgmma(a, 8, refuse, &p)) return p;
         p.row_tiles = p.token_tiles = 1;
         if (!big_groups) {
             p.path = ApplyPath::kMma;
@@ -83,7 +83,7 @@ ApplyPlan make_plan(const ApplyArgs &a, int refuse)
         return p;
     }
     const int tokens = a.m <= 16 ? 16 : a.m <= 32 ? 32 : a.m <= 64 ? 64 : 128;
-    if (wgmma && plan_wgmma(a, tokens, refuse, &p)) return p;
+    if (wgmma() && plan_wgmma(a, tokens, refuse, &p)) return p;
     p.path = ApplyPath::kTile;
     p.row_tiles = 2;
     p.token_tiles = (tokens < 64 ? tokens : 64) / 8;
@@ -105,13 +105,14 @@ rad_error_t launch(const ApplyArgs &a, const ApplyPlan &p)
     return (rad_error_t)RADIANCE_GPU_EINVAL;
 }
 
-/* The checks of radiance_gpu_apply (radiance_gpu.h); 1 when there is nothing to compute. */
+/* The checks of radiance_gpu_apply (radiance_gpu.h): 0 or RADIANCE_GPU_EINVAL. An empty output
+ * (m or n zero) needs no pointers. */
 int check_args(const uint16_t *x, int64_t m, int64_t k, const int32_t *packed, const uint16_t *scales,
                const uint16_t *bias, int64_t n, int group_size, uint16_t *out)
 {
     if (m < 0 || n < 0 || k <= 0) return RADIANCE_GPU_EINVAL;
     if (!RAD_GROUP_OK(group_size) || k % group_size != 0) return RADIANCE_GPU_EINVAL;
-    if (m == 0 || n == 0) return 1;
+    if (m == 0 || n == 0) return 0;
     if (x == NULL || packed == NULL || scales == NULL || out == NULL) return RADIANCE_GPU_EINVAL;
     if (((uintptr_t)x & 15u) != 0 || ((uintptr_t)packed & 15u) != 0) return RADIANCE_GPU_EINVAL;
     if (((uintptr_t)scales & 1u) != 0 || ((uintptr_t)out & 1u) != 0 || ((uintptr_t)bias & 1u) != 0)
@@ -128,7 +129,7 @@ extern "C" int radiance_gpu_apply(const uint16_t *x, int64_t m, int64_t k, const
 {
     using namespace radiance;
     const int bad = check_args(x, m, k, packed, scales, bias, n, group_size, out);
-    if (bad != 0) return bad == 1 ? 0 : bad;
+    if (bad != 0 || m == 0 || n == 0) return bad;
     const ApplyArgs a = {x, m, k, packed, scales, bias, n, group_size, out, (rad_stream_t)stream};
     return (int)launch(a, make_plan(a, g_test_refuse.load(std::memory_order_relaxed)));
 }
@@ -259,7 +260,7 @@ extern "C" int radiance_gpu_apply_variant(int variant, const uint16_t *x, int64_
     using namespace radiance;
     if (variant < 0 || variant >= kVariants) return RADIANCE_GPU_EINVAL;
     const int bad = check_args(x, m, k, packed, scales, bias, n, group_size, out);
-    if (bad != 0) return bad == 1 ? 0 : bad;
+    if (bad != 0 || m == 0 || n == 0) return bad;
     const ApplyArgs a = {x, m, k, packed, scales, bias, n, group_size, out, (rad_stream_t)stream};
     ApplyPlan p;
     const int err = variant_plan(a, variant, &p);

@@ -7,23 +7,23 @@
  * A block owns 256 rows and TOKENS tokens. With 2 warpgroups (HALVES = 2) each warpgroup owns two
  * halves of 64 rows and alternates between them, so that one half's 8 wgmmas (m64nTk16, A = the
  * dequantized weights in registers, B = the activations in shared memory) run on the tensor cores
- * while the other half's finished group is scaled (into an fp32 total, or by the running scale
- * of RUNNING_SCALE below) and its next A fragments are built: wgmma.wait_group 1 gives exact per-group
- * scaling without stalling the tensor cores. One step (128 columns) of weights and activations
- * per slot of an S-stage ring shared by the block; 256 rows per block keep the activation traffic
+ * while the other half's finished group is scaled (into an fp32 total, or by the running scale of
+ * RUNNING_SCALE below) and its next A fragments are built: wgmma.wait_group 1 gives exact per-group
+ * scaling without stalling the tensor cores. One step (128 columns) of weights and activations per
+ * slot of an S-stage ring shared by the block; 256 rows per block keep the activation traffic
  * through L2 no larger than the weight traffic.
  *
  * Copies (COPY): kCopyTma, the one dispatched, has one thread issue a step's three TMA boxes (the
- * weights, 256 rows x 64 bytes, no swizzle; the activations, two 64-column x TOKENS-token boxes in the
- * 128-byte swizzle layout) on the slot's full mbarrier, after the slot's empty mbarrier says all
- * 8 warps are done with its previous step; no block barrier. Where the driver refuses a tensor
+ * weights, 256 rows x 64 bytes, no swizzle; the activations, two 64-column x TOKENS-token boxes in
+ * the 128-byte swizzle layout) on the slot's full mbarrier, after the slot's empty mbarrier says
+ * all 8 warps are done with its previous step; no block barrier. Where the driver refuses a tensor
  * map, kCopyTmaX (activations by TMA, weights by 16-byte cp.async from every thread, a block
  * barrier per step) or kCopyAsync (both by cp.async, the activations in the no-swizzle layout).
  * Per-thread cp.async of the weights cost 40-60 us and of the activations 50-170 us on the
- * 248320 x 5120 head (benchmarks/harness/wgmma_probe.cu, docs/PERF_LOG.md). The k-slots follow the natural
- * column order, so the activations are a plain K-major copy, and thread t takes nibble pair t of
- * every word ((w >> 4t) & 0x000F000F is columns 2t, 2t + 1): the 4 threads of a quad read the
- * same words and each dequantizes a quarter of them.
+ * 248320 x 5120 head (benchmarks/harness/wgmma_probe.cu, docs/PERF_LOG.md). The k-slots follow
+ * the natural column order, so the activations are a plain K-major copy, and thread t takes nibble
+ * pair t of every word ((w >> 4t) & 0x000F000F is columns 2t, 2t + 1): the 4 threads of a quad
+ * read the same words and each dequantizes a quarter of them.
  */
 #include "apply_common.h"
 #include "apply_paths.h"
