@@ -5,7 +5,8 @@
  *   1. only IEEE-754 fp32 operations that round once (no fused multiply-add: this file is built
  *      with -ffp-contract=off, and no -ffast-math), plus exact conversions;
  *   2. the scale is rounded to bf16 before q is chosen;
- *   3. the squared error of a group is summed in one fixed order (see group_error()).
+ *   3. the squared error of a group is summed in one fixed order (see group_error()); clip "act"
+ *      weighs each squared error by its channel's weight in that same order.
  */
 #define _GNU_SOURCE
 #include "cpu_kernels.h"
@@ -220,6 +221,9 @@ RAD_INLINE float round_half_even_small(float x) {
  *   then a halving tree over the group_size/8 partials: p[i] += p[i + h] for i < h,
  *   h = group_size/16, group_size/32, ..., 1; the error is p[0].
  *
+ * With clip "act" each term is RN(RN(d * d) * weight) instead of RN(d * d): a weight of exactly 1
+ * leaves every term, and so every sum and every comparison, bit for bit as "mse" has it.
+ *
  * A group is held transposed, wt[t][j] = w[8j + t] (t: element within word j), so that every
  * step, the word partials included, is elementwise over j and vectorises.
  */
@@ -240,16 +244,20 @@ RAD_INLINE float quantize_value(float w, float s) {
     return t > 7.0f ? 7.0f : t;
 }
 
-RAD_INLINE float group_error(const struct group_t *g, int words, float s) {
+/* weights: the group's act weights, held transposed like g, or NULL for the plain error. */
+RAD_INLINE float group_error(const struct group_t *g, const struct group_t *weights, int words,
+                             float s) {
     float p[RAD_MAX_GROUP / 8];
     for (int j = 0; j < words; j++) {
         const float d = quantize_value(g->w[0][j], s) * s - g->w[0][j];
-        p[j] = d * d;
+        const float sq = d * d;
+        p[j] = weights ? sq * weights->w[0][j] : sq;
     }
     for (int t = 1; t < 8; t++)
         for (int j = 0; j < words; j++) {
             const float d = quantize_value(g->w[t][j], s) * s - g->w[t][j];
-            p[j] = p[j] + d * d;
+            const float sq = d * d;
+            p[j] = p[j] + (weights ? sq * weights->w[t][j] : sq);
         }
     for (int h = words / 2; h >= 1; h /= 2)
         for (int i = 0; i < h; i++) p[i] = p[i] + p[i + h];
@@ -257,8 +265,8 @@ RAD_INLINE float group_error(const struct group_t *g, int words, float s) {
 }
 
 /* Quantize one group (held transposed) into its packed words and bf16 scale. */
-RAD_INLINE void quantize_group(const struct group_t *g, int words, int ratios, int32_t *out,
-                                  uint16_t *scale_bits) {
+RAD_INLINE void quantize_group(const struct group_t *g, const struct group_t *weights, int words,
+                               int ratios, int32_t *out, uint16_t *scale_bits) {
     /* |w| compares as its bit pattern (finite values), which vectorises as an integer max. */
     uint32_t amax_bits = 0;
     for (int t = 0; t < 8; t++)
@@ -269,11 +277,11 @@ RAD_INLINE void quantize_group(const struct group_t *g, int words, int ratios, i
     const float amax = bits_float(amax_bits);
     uint16_t best_bits;
     float best_s = scale_for(amax, 0, &best_bits);
-    float best_err = ratios > 1 ? group_error(g, words, best_s) : 0.0f;
+    float best_err = ratios > 1 ? group_error(g, weights, words, best_s) : 0.0f;
     for (int r = 1; r < ratios; r++) {
         uint16_t bits;
         const float s = scale_for(amax, r, &bits);
-        const float err = group_error(g, words, s);
+        const float err = group_error(g, weights, words, s);
         if (err < best_err) { /* strictly smaller: a tie keeps the earlier ratio */
             best_err = err;
             best_s = s;
@@ -302,24 +310,31 @@ struct quantize_ctx {
     int dtype;
     int64_t cols;
     int group_size, ratios;
+    const float *act_weights; /* [cols] for clip "act", else NULL */
     int32_t *packed;
     uint16_t *scales;
 };
 
-/* One row range at a fixed group size: `words` is a constant at each call site below, so every
- * loop over a group has a known trip count and vectorises fully. */
+/* One row range at a fixed group size: `words` and `weighted` are constants at each call site
+ * below, so every loop over a group has a known trip count and vectorises fully, and the plain
+ * error carries no trace of the weights. */
 RAD_INLINE void quantize_rows_fixed(const struct quantize_ctx *c, int64_t begin, int64_t end,
-                                       const int words) {
+                                    const int words, const int weighted) {
     const int G = 8 * words;
     const int64_t groups = c->cols / G;
     float wf[RAD_MAX_GROUP];
-    struct group_t g = {{{0}}};
+    struct group_t g = {{{0}}}, weights = {{{0}}};
     for (int64_t row = begin; row < end; row++) {
         for (int64_t gi = 0; gi < groups; gi++) {
             load_floats(c->w, c->dtype, row * c->cols + gi * G, G, wf);
             for (int j = 0; j < words; j++)
                 for (int t = 0; t < 8; t++) g.w[t][j] = wf[8 * j + t];
-            quantize_group(&g, words, c->ratios, c->packed + row * (c->cols / 8) + gi * words,
+            if (weighted)
+                for (int j = 0; j < words; j++)
+                    for (int t = 0; t < 8; t++)
+                        weights.w[t][j] = c->act_weights[gi * G + 8 * j + t];
+            quantize_group(&g, weighted ? &weights : NULL, words, c->ratios,
+                           c->packed + row * (c->cols / 8) + gi * words,
                            &c->scales[row * groups + gi]);
         }
     }
@@ -328,17 +343,54 @@ RAD_INLINE void quantize_rows_fixed(const struct quantize_ctx *c, int64_t begin,
 RAD_VECTOR_CLONES
 static void quantize_range(void *arg, int64_t begin, int64_t end) {
     const struct quantize_ctx *c = (const struct quantize_ctx *)arg;
+    if (c->act_weights) {
+        switch (c->group_size) {
+        case 32: quantize_rows_fixed(c, begin, end, 4, 1); break;
+        case 64: quantize_rows_fixed(c, begin, end, 8, 1); break;
+        case 128: quantize_rows_fixed(c, begin, end, 16, 1); break;
+        default: quantize_rows_fixed(c, begin, end, 32, 1); break;
+        }
+        return;
+    }
     switch (c->group_size) {
-    case 32: quantize_rows_fixed(c, begin, end, 4); break;
-    case 64: quantize_rows_fixed(c, begin, end, 8); break;
-    case 128: quantize_rows_fixed(c, begin, end, 16); break;
-    default: quantize_rows_fixed(c, begin, end, 32); break;
+    case 32: quantize_rows_fixed(c, begin, end, 4, 0); break;
+    case 64: quantize_rows_fixed(c, begin, end, 8, 0); break;
+    case 128: quantize_rows_fixed(c, begin, end, 16, 0); break;
+    default: quantize_rows_fixed(c, begin, end, 32, 0); break;
+    }
+}
+
+int64_t rad_cpu_first_bad_activation_sq(const float *activation_sq, int64_t count) {
+    for (int64_t i = 0; i < count; i++) {
+        const float a = activation_sq[i];
+        if (!(a >= 0.0f) || a > 3.4028234663852886e38f) return i; /* negative, NaN or inf */
+    }
+    return -1;
+}
+
+void rad_cpu_act_weights(const float *activation_sq, int64_t cols, int group_size,
+                         float *weights) {
+    for (int64_t g0 = 0; g0 < cols; g0 += group_size) {
+        float largest = 0.0f;
+        for (int i = 0; i < group_size; i++)
+            largest = activation_sq[g0 + i] > largest ? activation_sq[g0 + i] : largest;
+        for (int i = 0; i < group_size; i++) {
+            const float a = activation_sq[g0 + i];
+            /* a / a == 1 exactly, so equal entries weigh 1; -0.0 becomes +0.0 */
+            weights[g0 + i] = largest > 0.0f ? (a > 0.0f ? a / largest : 0.0f) : 1.0f;
+        }
     }
 }
 
 int rad_cpu_quantize_rows(const void *w, int dtype, int64_t rows, int64_t cols, int group_size,
-                          int clip, int32_t *packed, uint16_t *scales) {
-    struct quantize_ctx c = {w, dtype, cols, group_size, clip == RAD_CLIP_MSE ? 5 : 1, packed,
+                          int clip, const float *act_weights, int32_t *packed, uint16_t *scales) {
+    struct quantize_ctx c = {w,
+                             dtype,
+                             cols,
+                             group_size,
+                             clip == RAD_CLIP_RTN ? 1 : 5,
+                             clip == RAD_CLIP_ACT ? act_weights : NULL,
+                             packed,
                              scales};
     return parallel_for(rows, 1 + 4096 / (cols > 0 ? cols : 1), quantize_range, &c);
 }

@@ -11,8 +11,9 @@
  * values cross the C surface of the kernels (hip/radiance_gpu.h). */
 enum rad_dtype { RAD_F32 = 0, RAD_F16 = 1, RAD_BF16 = 2 };
 
-/* Clip search: RTN tries the first ratio only, MSE all of them (RAD_CLIP_RATIOS). */
-enum rad_clip { RAD_CLIP_RTN = 0, RAD_CLIP_MSE = 1 };
+/* Clip search: RTN tries the first ratio only, MSE all of them (RAD_CLIP_RATIOS), ACT all of them
+ * with each column's squared error weighted by activation statistics. */
+enum rad_clip { RAD_CLIP_RTN = 0, RAD_CLIP_MSE = 1, RAD_CLIP_ACT = 2 };
 
 /* Group sizes: one bf16 scale per RAD_GROUP_OK(g) consecutive input columns of a row. */
 #define RAD_MIN_GROUP 32

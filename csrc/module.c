@@ -184,28 +184,95 @@ static int check_gpu_reachable(int device, const char *name) {
 /* ------------------------------------------------------------------------------------------ */
 /* quantize_rows                                                                              */
 
+static int parse_clip(const char *clip_name, PyObject *act_obj, int *clip) {
+    if (strcmp(clip_name, "mse") == 0) *clip = RAD_CLIP_MSE;
+    else if (strcmp(clip_name, "rtn") == 0) *clip = RAD_CLIP_RTN;
+    else if (strcmp(clip_name, "act") == 0) *clip = RAD_CLIP_ACT;
+    else {
+        PyErr_Format(PyExc_ValueError, "clip must be 'mse', 'rtn' or 'act', got '%s'", clip_name);
+        return -1;
+    }
+    if (*clip == RAD_CLIP_ACT && act_obj == Py_None) {
+        PyErr_SetString(PyExc_ValueError,
+                        "clip='act' needs activation_sq= (float32 [K]: the mean of x^2 per input "
+                        "channel over calibration hidden states)");
+        return -1;
+    }
+    if (*clip != RAD_CLIP_ACT && act_obj != Py_None) {
+        PyErr_Format(PyExc_ValueError,
+                     "activation_sq is used by clip='act' only, but clip='%s'; pass "
+                     "clip='act' or leave activation_sq out",
+                     clip_name);
+        return -1;
+    }
+    return 0;
+}
+
+/* The act error weights [cols] (rad_cpu_act_weights) of activation_sq, a float32 [cols] array in
+ * host memory, as a new PyMem buffer; NULL with an exception naming activation_sq. */
+static float *act_weights_from(view_set *set, PyObject *act_obj, int64_t cols, int group_size) {
+    rad_view *a = take_view(set, act_obj, "activation_sq", RV_READ, 0);
+    if (!a || check_ndim(a, "activation_sq", 1, "[K]") < 0) return NULL;
+    if (a->device != RV_HOST) {
+        PyErr_SetString(PyExc_ValueError,
+                        "activation_sq must be in host memory here (a NumPy array or a CPU "
+                        "tensor); radiance.quantize_rows copies a torch GPU tensor itself");
+        return NULL;
+    }
+    if (a->dtype != RV_F32) {
+        PyErr_Format(PyExc_TypeError, "activation_sq must be float32, got %s",
+                     rad_view_dtype_name(a->dtype));
+        return NULL;
+    }
+    if (a->shape[0] != cols) {
+        PyErr_Format(PyExc_ValueError,
+                     "activation_sq must have shape (K,) = (%lld,), one entry per column of w, "
+                     "got (%lld,)",
+                     (long long)cols, (long long)a->shape[0]);
+        return NULL;
+    }
+    const float *values = (const float *)a->data;
+    const int64_t bad = rad_cpu_first_bad_activation_sq(values, cols);
+    if (bad >= 0) {
+        PyObject *value = PyFloat_FromDouble((double)values[bad]);
+        if (value)
+            PyErr_Format(PyExc_ValueError,
+                         "activation_sq[%lld] is %R; every entry must be finite and >= 0 (a "
+                         "mean of squares)",
+                         (long long)bad, value);
+        Py_XDECREF(value);
+        return NULL;
+    }
+    float *weights = (float *)PyMem_Malloc(sizeof(float) * (size_t)cols);
+    if (!weights) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    rad_cpu_act_weights(values, cols, group_size, weights);
+    return weights;
+}
+
 static PyObject *py_quantize_rows(PyObject *self, PyObject *args, PyObject *kwargs) {
     (void)self;
-    static char *kwlist[] = {"w", "group_size", "clip", "packed_out", "scales_out", "stream", NULL};
-    PyObject *w_obj, *packed_obj = Py_None, *scales_obj = Py_None, *stream_obj = Py_None;
+    static char *kwlist[] = {"w",          "group_size", "clip",   "activation_sq",
+                             "packed_out", "scales_out", "stream", NULL};
+    PyObject *w_obj, *act_obj = Py_None, *packed_obj = Py_None, *scales_obj = Py_None,
+                     *stream_obj = Py_None;
     int group_size = 128;
     const char *clip_name = "mse";
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|is$OOO:quantize_rows", kwlist, &w_obj,
-                                     &group_size, &clip_name, &packed_obj, &scales_obj,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|is$OOOO:quantize_rows", kwlist, &w_obj,
+                                     &group_size, &clip_name, &act_obj, &packed_obj, &scales_obj,
                                      &stream_obj))
         return NULL;
     long long stream;
-    if (parse_stream(stream_obj, &stream) < 0 || check_group_size(group_size) < 0) return NULL;
     int clip;
-    if (strcmp(clip_name, "mse") == 0) clip = RAD_CLIP_MSE;
-    else if (strcmp(clip_name, "rtn") == 0) clip = RAD_CLIP_RTN;
-    else {
-        PyErr_Format(PyExc_ValueError, "clip must be 'mse' or 'rtn', got '%s'", clip_name);
+    if (parse_stream(stream_obj, &stream) < 0 || check_group_size(group_size) < 0 ||
+        parse_clip(clip_name, act_obj, &clip) < 0)
         return NULL;
-    }
 
     view_set set = {.count = 0};
     PyObject *packed_new = NULL, *scales_new = NULL, *result = NULL;
+    float *act_weights = NULL;
     rad_view *w = take_view(&set, w_obj, "w", RV_READ, stream);
     if (!w || check_ndim(w, "w", 2, "[rows, cols]") < 0 || check_float_dtype(w, "w") < 0)
         goto done;
@@ -218,6 +285,14 @@ static PyObject *py_quantize_rows(PyObject *self, PyObject *args, PyObject *kwar
         goto done;
     }
     const int64_t words = cols / 8, groups = cols / group_size;
+    if (clip == RAD_CLIP_ACT) {
+        /* Its view is released at once: the weights are a copy, and the device checks below
+         * compare w with the outputs only. */
+        view_set act_set = {.count = 0};
+        act_weights = act_weights_from(&act_set, act_obj, cols, group_size);
+        release_views(&act_set);
+        if (!act_weights) goto done;
+    }
 
     if (w->device != RV_HOST) {
         static const char *const names[] = {"w", "packed_out", "scales_out"};
@@ -246,9 +321,16 @@ static PyObject *py_quantize_rows(PyObject *self, PyObject *args, PyObject *kwar
         if (rows > 0) {
             if (enter_device(&guard, w->device_id, "quantize_rows") < 0) goto done;
             Py_BEGIN_ALLOW_THREADS
-            code = radiance_gpu_quantize_rows(w->data, w->dtype, rows, cols, group_size, clip,
-                                              (int32_t *)packed->data, (uint16_t *)scales->data,
-                                              &bad_row, launch_stream(stream, w));
+            if (clip == RAD_CLIP_ACT)
+                code = radiance_gpu_quantize_rows_act(
+                    w->data, w->dtype, rows, cols, group_size, act_weights,
+                    (int32_t *)packed->data, (uint16_t *)scales->data, &bad_row,
+                    launch_stream(stream, w));
+            else
+                code = radiance_gpu_quantize_rows(w->data, w->dtype, rows, cols, group_size,
+                                                  clip, (int32_t *)packed->data,
+                                                  (uint16_t *)scales->data, &bad_row,
+                                                  launch_stream(stream, w));
             Py_END_ALLOW_THREADS
             leave_device(&guard, w->device_id);
         }
@@ -301,13 +383,15 @@ static PyObject *py_quantize_rows(PyObject *self, PyObject *args, PyObject *kwar
         int status;
         Py_BEGIN_ALLOW_THREADS
         status = rad_cpu_quantize_rows(w->data, w->dtype, rows, cols, group_size, clip,
-                                       (int32_t *)packed->data, (uint16_t *)scales->data);
+                                       act_weights, (int32_t *)packed->data,
+                                       (uint16_t *)scales->data);
         Py_END_ALLOW_THREADS
         (void)status; /* -1 only means fewer threads ran; the result is complete either way */
         result = PyTuple_Pack(2, packed_target, scales_target);
     }
 done:
     release_views(&set);
+    PyMem_Free(act_weights);
     Py_XDECREF(packed_new);
     Py_XDECREF(scales_new);
     return result;
@@ -591,8 +675,8 @@ static PyObject *py_cpu_threads(PyObject *self, PyObject *unused) {
 
 static PyMethodDef methods[] = {
     {"quantize_rows", (PyCFunction)(void (*)(void))py_quantize_rows, METH_VARARGS | METH_KEYWORDS,
-     "quantize_rows(w, group_size=128, clip='mse', *, packed_out=None, scales_out=None, "
-     "stream=None) -> (packed, scales)"},
+     "quantize_rows(w, group_size=128, clip='mse', *, activation_sq=None, packed_out=None, "
+     "scales_out=None, stream=None) -> (packed, scales)"},
     {"pack_shuffle", py_pack_shuffle, METH_O, "pack_shuffle(nibbles) -> words"},
     {"unpack_shuffle", py_unpack_shuffle, METH_O, "unpack_shuffle(words) -> nibbles"},
     {"dequantize", (PyCFunction)(void (*)(void))py_dequantize, METH_VARARGS | METH_KEYWORDS,

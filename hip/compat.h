@@ -35,6 +35,7 @@ typedef hipError_t rad_error_t;
 #define rad_memset_async hipMemsetAsync
 #define rad_memcpy_async hipMemcpyAsync
 #define RAD_MEMCPY_D2H hipMemcpyDeviceToHost
+#define RAD_MEMCPY_H2D hipMemcpyHostToDevice
 #define rad_stream_synchronize hipStreamSynchronize
 #define rad_get_device_count hipGetDeviceCount
 #define rad_get_device hipGetDevice
@@ -58,6 +59,7 @@ typedef cudaError_t rad_error_t;
 #define rad_memset_async cudaMemsetAsync
 #define rad_memcpy_async cudaMemcpyAsync
 #define RAD_MEMCPY_D2H cudaMemcpyDeviceToHost
+#define RAD_MEMCPY_H2D cudaMemcpyHostToDevice
 #define rad_stream_synchronize cudaStreamSynchronize
 #define rad_get_device_count cudaGetDeviceCount
 #define rad_get_device cudaGetDevice

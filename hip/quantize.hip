@@ -7,7 +7,9 @@
  * the squared-error tree are in-thread steps plus shuffle-xor reductions inside that lane segment,
  * in exactly the CPU's order: per word e0 + e1 + ... + e7 left to right, then p[i] += p[i + h] for
  * h = G/16 and G/32 (inside the thread), G/64, ..., 1 (lane i and lane i^h add the same two
- * numbers, and a + b == b + a bitwise).
+ * numbers, and a + b == b + a bitwise). Clip "act" multiplies each squared error by its column's
+ * weight (rounded once, before the sum), as the CPU does; the weights come from the host, made
+ * there by the same C function as the CPU path's (rad_cpu_act_weights, docs/FORMAT.md).
  */
 #include "compat.h"
 #include "format.h"
@@ -84,8 +86,8 @@ __device__ __forceinline__ float exact_quotient(float v, float sf, float y)
     return rad_fma_rn(rad_fma_rn(-sf, q0, v), y, q0);
 }
 
-template <int GROUP, int R, bool EXACT>
-__device__ __forceinline__ float ratio_error(const float v[kElems], float sf)
+template <int GROUP, int R, bool EXACT, bool WEIGHTED>
+__device__ __forceinline__ float ratio_error(const float v[kElems], const float weight[kElems], float sf)
 {
     /* sf is a normal number from 1e-8 to below 2^126, so 1 / sf is normal too */
     const float y = EXACT ? rad_div_rn(1.0f, sf) : rad_rcp_approx(sf);
@@ -98,7 +100,7 @@ __device__ __forceinline__ float ratio_error(const float v[kElems], float sf)
         /* q * sf is exact (4-bit by 8-bit significands), so the fused form rounds once, at the
          * subtraction, exactly like the CPU's separate multiply and subtract. */
         const float d = rad_fma_rn(q, sf, -v[e]);
-        const float sq = rad_mul_rn(d, d);
+        const float sq = WEIGHTED ? rad_mul_rn(rad_mul_rn(d, d), weight[e]) : rad_mul_rn(d, d);
         p[e / 8] = (e % 8) == 0 ? sq : rad_add_rn(p[e / 8], sq);
     }
     /* the thread holds words j + w * L (w = 0..3, L = lanes per group): tree levels h = 2L and
@@ -109,11 +111,12 @@ __device__ __forceinline__ float ratio_error(const float v[kElems], float sf)
     return err;
 }
 
-template <int GROUP, int R, bool EXACT>
-__device__ __forceinline__ void try_ratio(const float v[kElems], float amax, float &best_err, float &best_sf)
+template <int GROUP, int R, bool EXACT, bool WEIGHTED>
+__device__ __forceinline__ void try_ratio(const float v[kElems], const float weight[kElems], float amax, float &best_err,
+                                          float &best_sf)
 {
     const float sf = group_scale(amax, clip_coefficient<R>());
-    const float err = ratio_error<GROUP, R, EXACT>(v, sf);
+    const float err = ratio_error<GROUP, R, EXACT, WEIGHTED>(v, weight, sf);
     const bool better = err < best_err; /* strictly: on a tie the earlier ratio stays */
     best_err = better ? err : best_err;
     best_sf = better ? sf : best_sf;
@@ -241,10 +244,29 @@ __device__ __forceinline__ float raw_amax(const Raw<DTYPE> &r, bool &nonfinite)
     }
 }
 
-/* Quantize this thread's two words (all lanes of the warp call this together). */
-template <int DTYPE, int GROUP, bool MSE>
+/* The act weights of this thread's columns: word w's eight columns start at 8 * (w mod words_per_row), a multiple
+ * of 32 bytes into a 256-byte aligned buffer, so two 16-byte loads a word (cached: every row reads them). The
+ * thread's words lie in one group, so they are `stride` words apart in the row as well. */
+__device__ __forceinline__ void load_act_weights(const float *__restrict__ act_weights, int64_t word, int stride,
+                                                 int64_t words_per_row, float weight[kElems])
+{
+    const float *row_part = act_weights + (word % words_per_row) * 8;
+#pragma unroll
+    for (int wi = 0; wi < kWords; wi++) {
+        const float *p = row_part + wi * stride * 8;
+        const rad_u32x4 a = rad_load_cached_16(p), b = rad_load_cached_16(p + 4);
+        weight[8 * wi + 0] = rad_bits_to_float(a.x); weight[8 * wi + 1] = rad_bits_to_float(a.y);
+        weight[8 * wi + 2] = rad_bits_to_float(a.z); weight[8 * wi + 3] = rad_bits_to_float(a.w);
+        weight[8 * wi + 4] = rad_bits_to_float(b.x); weight[8 * wi + 5] = rad_bits_to_float(b.y);
+        weight[8 * wi + 6] = rad_bits_to_float(b.z); weight[8 * wi + 7] = rad_bits_to_float(b.w);
+    }
+}
+
+/* Quantize this thread's words (all lanes of the warp call this together). CLIP is a radiance_clip. */
+template <int DTYPE, int GROUP, int CLIP>
 __device__ __forceinline__ void quantize_words(const Raw<DTYPE> &raw, int64_t word, bool active, int64_t words_per_row,
-                                               int32_t *__restrict__ packed, uint16_t *__restrict__ scales,
+                                               const float *__restrict__ act_weights, int32_t *__restrict__ packed,
+                                               uint16_t *__restrict__ scales,
                                                unsigned long long *__restrict__ first_bad_row)
 {
     constexpr int kLanesPerGroup = Lanes<GROUP>::value;
@@ -259,13 +281,16 @@ __device__ __forceinline__ void quantize_words(const Raw<DTYPE> &raw, int64_t wo
     for (int wi = 0; wi < kWords; wi++) word_to_float<DTYPE>(raw.u[wi], v + 8 * wi);
 
     constexpr bool kExact = DTYPE == RADIANCE_F32;
+    constexpr bool kWeighted = CLIP == RADIANCE_CLIP_ACT;
     float best_sf = group_scale(amax, clip_coefficient<0>());
-    if (MSE) {
-        float best_err = ratio_error<GROUP, 0, kExact>(v, best_sf);
-        try_ratio<GROUP, 1, kExact>(v, amax, best_err, best_sf);
-        try_ratio<GROUP, 2, kExact>(v, amax, best_err, best_sf);
-        try_ratio<GROUP, 3, kExact>(v, amax, best_err, best_sf);
-        try_ratio<GROUP, 4, kExact>(v, amax, best_err, best_sf);
+    if (CLIP != RADIANCE_CLIP_RTN) {
+        float weight[kElems];
+        if (kWeighted) load_act_weights(act_weights, word, kLanesPerGroup, words_per_row, weight);
+        float best_err = ratio_error<GROUP, 0, kExact, kWeighted>(v, weight, best_sf);
+        try_ratio<GROUP, 1, kExact, kWeighted>(v, weight, amax, best_err, best_sf);
+        try_ratio<GROUP, 2, kExact, kWeighted>(v, weight, amax, best_err, best_sf);
+        try_ratio<GROUP, 3, kExact, kWeighted>(v, weight, amax, best_err, best_sf);
+        try_ratio<GROUP, 4, kExact, kWeighted>(v, weight, amax, best_err, best_sf);
     }
     float best_s[kElems];
     exact_codes(v, best_sf, best_s);
@@ -281,10 +306,10 @@ __device__ __forceinline__ void quantize_words(const Raw<DTYPE> &raw, int64_t wo
  * next tile already loading while it computes the current one (the arithmetic of five clip
  * ratios is what this kernel spends its time on; the loads hide behind it).
  */
-template <int DTYPE, bool VEC, int GROUP, bool MSE>
+template <int DTYPE, bool VEC, int GROUP, int CLIP>
 __global__ void __launch_bounds__(kThreads, (DTYPE != RADIANCE_F32 && GROUP >= 64) ? 4 : 1)
 quantize_kernel(const void *__restrict__ w, int64_t total_words, int64_t words_per_row, int64_t tiles,
-                int32_t *__restrict__ packed, uint16_t *__restrict__ scales,
+                const float *__restrict__ act_weights, int32_t *__restrict__ packed, uint16_t *__restrict__ scales,
                 unsigned long long *__restrict__ first_bad_row)
 {
     Raw<DTYPE> cur, next;
@@ -310,47 +335,115 @@ quantize_kernel(const void *__restrict__ w, int64_t total_words, int64_t words_p
                 load_word_raw<DTYPE, VEC>(w, next_word + wi * Lanes<GROUP>::value, next.u[wi]);
         }
         if (!active) cur = Raw<DTYPE>{}; /* zeros: shuffles stay defined, nothing is stored */
-        quantize_words<DTYPE, GROUP, MSE>(cur, word, active, words_per_row, packed, scales, first_bad_row);
+        quantize_words<DTYPE, GROUP, CLIP>(cur, word, active, words_per_row, act_weights, packed, scales,
+                                           first_bad_row);
         cur = next;
     }
 }
 
-template <int DTYPE, bool VEC, int GROUP, bool MSE>
-rad_error_t launch_kernel(const void *w, int64_t total_words, int64_t words_per_row, int32_t *packed,
-                          uint16_t *scales, unsigned long long *flag, rad_stream_t stream)
+/* The kernel's arguments past its template parameters. */
+struct QuantizeArgs {
+    const void *w;
+    int64_t total_words, words_per_row;
+    const float *act_weights; /* device copy of the act weights [cols], or NULL */
+    int32_t *packed;
+    uint16_t *scales;
+    unsigned long long *flag;
+    rad_stream_t stream;
+};
+
+template <int DTYPE, bool VEC, int GROUP, int CLIP>
+rad_error_t launch_kernel(const QuantizeArgs &a)
 {
-    const int64_t tiles = (total_words + kThreads * kWords - 1) / (kThreads * kWords);
+    const int64_t tiles = (a.total_words + kThreads * kWords - 1) / (kThreads * kWords);
     int per_sm = 0;
-    if (rad_occupancy_blocks_per_sm(&per_sm, quantize_kernel<DTYPE, VEC, GROUP, MSE>, kThreads, 0) != RAD_SUCCESS ||
+    if (rad_occupancy_blocks_per_sm(&per_sm, quantize_kernel<DTYPE, VEC, GROUP, CLIP>, kThreads, 0) != RAD_SUCCESS ||
         per_sm < 1)
         per_sm = 1;
     int64_t blocks = (int64_t)per_sm * rad_sm_count();
     if (blocks > tiles) blocks = tiles;
-    quantize_kernel<DTYPE, VEC, GROUP, MSE>
-        <<<(unsigned)blocks, kThreads, 0, stream>>>(w, total_words, words_per_row, tiles, packed, scales, flag);
+    quantize_kernel<DTYPE, VEC, GROUP, CLIP><<<(unsigned)blocks, kThreads, 0, a.stream>>>(
+        a.w, a.total_words, a.words_per_row, tiles, a.act_weights, a.packed, a.scales, a.flag);
     return rad_get_last_error();
 }
 
 template <int DTYPE, bool VEC, int GROUP>
-rad_error_t launch_group(const void *w, int64_t total_words, int64_t words_per_row, int clip,
-                         int32_t *packed, uint16_t *scales, unsigned long long *flag, rad_stream_t stream)
+rad_error_t launch_group(const QuantizeArgs &a, int clip)
 {
-    if (clip == RADIANCE_CLIP_MSE)
-        return launch_kernel<DTYPE, VEC, GROUP, true>(w, total_words, words_per_row, packed, scales, flag, stream);
-    return launch_kernel<DTYPE, VEC, GROUP, false>(w, total_words, words_per_row, packed, scales, flag, stream);
+    if (clip == RADIANCE_CLIP_ACT) return launch_kernel<DTYPE, VEC, GROUP, RADIANCE_CLIP_ACT>(a);
+    if (clip == RADIANCE_CLIP_MSE) return launch_kernel<DTYPE, VEC, GROUP, RADIANCE_CLIP_MSE>(a);
+    return launch_kernel<DTYPE, VEC, GROUP, RADIANCE_CLIP_RTN>(a);
 }
 
 template <int DTYPE, bool VEC>
-rad_error_t launch_dtype(const void *w, int64_t total_words, int64_t words_per_row, int group_size,
-                         int clip, int32_t *packed, uint16_t *scales, unsigned long long *flag,
-                         rad_stream_t stream)
+rad_error_t launch_dtype(const QuantizeArgs &a, int group_size, int clip)
 {
     switch (group_size) {
-    case 32: return launch_group<DTYPE, VEC, 32>(w, total_words, words_per_row, clip, packed, scales, flag, stream);
-    case 64: return launch_group<DTYPE, VEC, 64>(w, total_words, words_per_row, clip, packed, scales, flag, stream);
-    case 128: return launch_group<DTYPE, VEC, 128>(w, total_words, words_per_row, clip, packed, scales, flag, stream);
-    default: return launch_group<DTYPE, VEC, 256>(w, total_words, words_per_row, clip, packed, scales, flag, stream);
+    case 32: return launch_group<DTYPE, VEC, 32>(a, clip);
+    case 64: return launch_group<DTYPE, VEC, 64>(a, clip);
+    case 128: return launch_group<DTYPE, VEC, 128>(a, clip);
+    default: return launch_group<DTYPE, VEC, 256>(a, clip);
     }
+}
+
+int quantize_rows(const void *w, int w_dtype, int64_t rows, int64_t cols, int group_size, int clip,
+                  const float *act_weights_host, int32_t *packed, uint16_t *scales, int64_t *first_bad_row,
+                  void *stream_ptr)
+{
+    if (first_bad_row != NULL) *first_bad_row = -1;
+    if (rows < 0 || cols <= 0) return RADIANCE_GPU_EINVAL;
+    if (group_size != 32 && group_size != 64 && group_size != 128 && group_size != 256) return RADIANCE_GPU_EINVAL;
+    if (cols % group_size != 0) return RADIANCE_GPU_EINVAL;
+    if (clip != RADIANCE_CLIP_RTN && clip != RADIANCE_CLIP_MSE && clip != RADIANCE_CLIP_ACT) return RADIANCE_GPU_EINVAL;
+    if ((clip == RADIANCE_CLIP_ACT) != (act_weights_host != NULL)) return RADIANCE_GPU_EINVAL;
+    if (w_dtype != RADIANCE_F32 && w_dtype != RADIANCE_F16 && w_dtype != RADIANCE_BF16) return RADIANCE_GPU_EINVAL;
+    if (rows == 0) return 0;
+    if (w == NULL || packed == NULL || scales == NULL) return RADIANCE_GPU_EINVAL;
+
+    QuantizeArgs args;
+    args.w = w;
+    args.words_per_row = cols / 8;
+    args.total_words = rows * args.words_per_row;
+    args.act_weights = NULL;
+    args.packed = packed;
+    args.scales = scales;
+    args.stream = (rad_stream_t)stream_ptr;
+
+    /* One allocation: the flag, then (act) the weights at a 256-byte offset, 16-byte aligned for their loads. */
+    const size_t weights_offset = 256;
+    const size_t bytes = act_weights_host ? weights_offset + sizeof(float) * (size_t)cols : sizeof(unsigned long long);
+    void *scratch = NULL;
+    rad_error_t err = rad_malloc_async(&scratch, bytes, args.stream);
+    if (err != RAD_SUCCESS) return (int)err;
+    args.flag = (unsigned long long *)scratch;
+    err = rad_memset_async(args.flag, 0xff, sizeof(unsigned long long), args.stream);
+    if (err == RAD_SUCCESS && act_weights_host != NULL) {
+        args.act_weights = (const float *)((char *)scratch + weights_offset);
+        /* pageable memory: the copy is staged before the call returns, and the stream is synchronized below */
+        err = rad_memcpy_async((void *)args.act_weights, act_weights_host, sizeof(float) * (size_t)cols, RAD_MEMCPY_H2D,
+                               args.stream);
+    }
+
+    const bool vec = ((uintptr_t)w & 15u) == 0;
+    if (err == RAD_SUCCESS) {
+        if (w_dtype == RADIANCE_BF16)
+            err = vec ? launch_dtype<RADIANCE_BF16, true>(args, group_size, clip)
+                      : launch_dtype<RADIANCE_BF16, false>(args, group_size, clip);
+        else if (w_dtype == RADIANCE_F16)
+            err = vec ? launch_dtype<RADIANCE_F16, true>(args, group_size, clip)
+                      : launch_dtype<RADIANCE_F16, false>(args, group_size, clip);
+        else
+            err = vec ? launch_dtype<RADIANCE_F32, true>(args, group_size, clip)
+                      : launch_dtype<RADIANCE_F32, false>(args, group_size, clip);
+    }
+    unsigned long long bad = ~0ull;
+    if (err == RAD_SUCCESS) err = rad_memcpy_async(&bad, args.flag, sizeof bad, RAD_MEMCPY_D2H, args.stream);
+    const rad_error_t free_err = rad_free_async(scratch, args.stream);
+    if (err == RAD_SUCCESS) err = rad_stream_synchronize(args.stream);
+    if (err != RAD_SUCCESS) return (int)err;
+    if (free_err != RAD_SUCCESS) return (int)free_err;
+    if (first_bad_row != NULL && bad != ~0ull) *first_bad_row = (int64_t)bad;
+    return 0;
 }
 
 } // namespace
@@ -359,42 +452,15 @@ extern "C" int radiance_gpu_quantize_rows(const void *w, int w_dtype, int64_t ro
                                           int group_size, int clip, int32_t *packed, uint16_t *scales,
                                           int64_t *first_bad_row, void *stream_ptr)
 {
-    if (first_bad_row != NULL) *first_bad_row = -1;
-    if (rows < 0 || cols <= 0) return RADIANCE_GPU_EINVAL;
-    if (group_size != 32 && group_size != 64 && group_size != 128 && group_size != 256) return RADIANCE_GPU_EINVAL;
-    if (cols % group_size != 0) return RADIANCE_GPU_EINVAL;
-    if (clip != RADIANCE_CLIP_RTN && clip != RADIANCE_CLIP_MSE) return RADIANCE_GPU_EINVAL;
-    if (w_dtype != RADIANCE_F32 && w_dtype != RADIANCE_F16 && w_dtype != RADIANCE_BF16) return RADIANCE_GPU_EINVAL;
-    if (rows == 0) return 0;
-    if (w == NULL || packed == NULL || scales == NULL) return RADIANCE_GPU_EINVAL;
+    if (clip == RADIANCE_CLIP_ACT) return RADIANCE_GPU_EINVAL; /* needs its weights: radiance_gpu_quantize_rows_act */
+    return quantize_rows(w, w_dtype, rows, cols, group_size, clip, NULL, packed, scales, first_bad_row, stream_ptr);
+}
 
-    const int64_t words_per_row = cols / 8;
-    const int64_t total_words = rows * words_per_row;
-    rad_stream_t stream = (rad_stream_t)stream_ptr;
-
-    unsigned long long *flag = NULL;
-    rad_error_t err = rad_malloc_async((void **)&flag, sizeof(unsigned long long), stream);
-    if (err != RAD_SUCCESS) return (int)err;
-    err = rad_memset_async(flag, 0xff, sizeof(unsigned long long), stream);
-
-    const bool vec = ((uintptr_t)w & 15u) == 0;
-    if (err == RAD_SUCCESS) {
-        if (w_dtype == RADIANCE_BF16)
-            err = vec ? launch_dtype<RADIANCE_BF16, true>(w, total_words, words_per_row, group_size, clip, packed, scales, flag, stream)
-                      : launch_dtype<RADIANCE_BF16, false>(w, total_words, words_per_row, group_size, clip, packed, scales, flag, stream);
-        else if (w_dtype == RADIANCE_F16)
-            err = vec ? launch_dtype<RADIANCE_F16, true>(w, total_words, words_per_row, group_size, clip, packed, scales, flag, stream)
-                      : launch_dtype<RADIANCE_F16, false>(w, total_words, words_per_row, group_size, clip, packed, scales, flag, stream);
-        else
-            err = vec ? launch_dtype<RADIANCE_F32, true>(w, total_words, words_per_row, group_size, clip, packed, scales, flag, stream)
-                      : launch_dtype<RADIANCE_F32, false>(w, total_words, words_per_row, group_size, clip, packed, scales, flag, stream);
-    }
-    unsigned long long bad = ~0ull;
-    if (err == RAD_SUCCESS) err = rad_memcpy_async(&bad, flag, sizeof bad, RAD_MEMCPY_D2H, stream);
-    const rad_error_t free_err = rad_free_async(flag, stream);
-    if (err == RAD_SUCCESS) err = rad_stream_synchronize(stream);
-    if (err != RAD_SUCCESS) return (int)err;
-    if (free_err != RAD_SUCCESS) return (int)free_err;
-    if (first_bad_row != NULL && bad != ~0ull) *first_bad_row = (int64_t)bad;
-    return 0;
+extern "C" int radiance_gpu_quantize_rows_act(const void *w, int w_dtype, int64_t rows, int64_t cols,
+                                              int group_size, const float *act_weights, int32_t *packed,
+                                              uint16_t *scales, int64_t *first_bad_row, void *stream_ptr)
+{
+    if (act_weights == NULL) return RADIANCE_GPU_EINVAL;
+    return quantize_rows(w, w_dtype, rows, cols, group_size, RADIANCE_CLIP_ACT, act_weights, packed, scales,
+                         first_bad_row, stream_ptr);
 }

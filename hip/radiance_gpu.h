@@ -21,7 +21,11 @@ extern "C" {
 /* Element types of weights, activations and bias (scales and outputs are always bf16), and the
  * clip searches: the values of enum rad_dtype and enum rad_clip of format.h. */
 enum radiance_dtype { RADIANCE_F32 = RAD_F32, RADIANCE_F16 = RAD_F16, RADIANCE_BF16 = RAD_BF16 };
-enum radiance_clip { RADIANCE_CLIP_RTN = RAD_CLIP_RTN, RADIANCE_CLIP_MSE = RAD_CLIP_MSE };
+enum radiance_clip {
+    RADIANCE_CLIP_RTN = RAD_CLIP_RTN,
+    RADIANCE_CLIP_MSE = RAD_CLIP_MSE,
+    RADIANCE_CLIP_ACT = RAD_CLIP_ACT, /* radiance_gpu_quantize_rows_act */
+};
 /* Returned for arguments the kernels cannot take (the C extension checks them first). */
 #define RADIANCE_GPU_EINVAL (-1)
 
@@ -41,6 +45,16 @@ int radiance_gpu_set_device(int device);
 int radiance_gpu_quantize_rows(const void *w, int w_dtype, int64_t rows, int64_t cols,
                                int group_size, int clip, int32_t *packed, uint16_t *scales,
                                int64_t *first_bad_row, void *stream);
+
+/*
+ * The same with clip "act": act_weights is a HOST pointer to the error weights [cols] that
+ * rad_cpu_act_weights (csrc/cpu_kernels.h) made from the activation statistics, so that both
+ * paths weigh with the same bits; they are copied to the device on `stream`. Bit-identical to
+ * the CPU path's clip "act".
+ */
+int radiance_gpu_quantize_rows_act(const void *w, int w_dtype, int64_t rows, int64_t cols,
+                                   int group_size, const float *act_weights, int32_t *packed,
+                                   uint16_t *scales, int64_t *first_bad_row, void *stream);
 
 /*
  * out[m, n] = sum_k x[m, k] * q[n, k] * scales[n, k / group_size] (+ bias[n]), fp32 accumulation,

@@ -7,7 +7,7 @@ every operation and the same summation order as the kernels, without sharing any
 import ml_dtypes
 import numpy as np
 
-RATIOS = {"mse": (1.0, 0.95, 0.9, 0.85, 0.8), "rtn": (1.0,)}
+RATIOS = {"mse": (1.0, 0.95, 0.9, 0.85, 0.8), "rtn": (1.0,), "act": (1.0, 0.95, 0.9, 0.85, 0.8)}
 SHIFTS = np.array([0, 16, 4, 20, 8, 24, 12, 28], dtype=np.uint32)
 
 
@@ -16,20 +16,44 @@ def to_bf16_f32(values):
     return np.asarray(values, dtype=np.float32).astype(ml_dtypes.bfloat16).astype(np.float32)
 
 
-def quantize_reference(w, group_size=128, clip="mse"):
-    """(nibbles uint8 [N, K], scales bf16 [N, K/G]) by the rule of docs/FORMAT.md."""
+def act_weights_reference(activation_sq, group_size):
+    """float32 [K] error weights of clip "act": each group of activation_sq over its largest
+    entry (rounded once), 0 for entries of 0, 1 throughout a group whose largest entry is 0."""
+    a = np.asarray(activation_sq, dtype=np.float32).reshape(-1, group_size)
+    largest = a.max(axis=1, keepdims=True)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        weights = np.where(a > 0, a / np.where(largest > 0, largest, np.float32(1)), np.float32(0))
+    return np.where(largest > 0, weights, np.float32(1)).astype(np.float32).reshape(-1)
+
+
+def candidate_scales(w32, group_size, clip):
+    """[ratios, N, K/G] float32 bf16-valued scales, ratio by ratio in the order tried."""
+    n, k = w32.shape
+    amax = np.abs(w32.reshape(n, k // group_size, group_size)).max(axis=-1)
+    return np.stack([
+        to_bf16_f32(np.maximum(amax * np.float32(ratio / 7.0), np.float32(1e-8)))
+        for ratio in RATIOS[clip]
+    ])
+
+
+def quantize_reference(w, group_size=128, clip="mse", activation_sq=None):
+    """(nibbles uint8 [N, K], scales bf16 [N, K/G]) by the rule of docs/FORMAT.md: float32 steps in
+    the fixed summation order, bit for bit what the kernels must give."""
     w32 = np.asarray(w).astype(np.float32)
     n, k = w32.shape
     g = w32.reshape(n, k // group_size, group_size)
-    amax = np.abs(g).max(axis=-1)
+    weights = None
+    if clip == "act":
+        weights = act_weights_reference(activation_sq, group_size).reshape(
+            1, k // group_size, group_size // 8, 8)
     best_err = best_s = best_q = None
-    for ratio in RATIOS[clip]:
-        c = np.float32(ratio / 7.0)
-        s = to_bf16_f32(np.maximum(amax * c, np.float32(1e-8)))
-        with np.errstate(over="ignore", invalid="ignore"):
+    for s in candidate_scales(w32, group_size, clip):
+        with np.errstate(over="ignore", invalid="ignore", under="ignore"):
             q = np.clip(np.rint(g / s[..., None]), -8, 7).astype(np.float32)
             d = q * s[..., None] - g
             e = (d * d).reshape(n, k // group_size, group_size // 8, 8)
+            if weights is not None:
+                e = e * weights  # each squared error rounded, then weighted and rounded again
         p = e[..., 0]
         for t in range(1, 8):
             p = p + e[..., t]
@@ -46,6 +70,21 @@ def quantize_reference(w, group_size=128, clip="mse"):
             best_q = np.where(better[..., None], q, best_q)
     nibbles = (best_q + 8).astype(np.uint8).reshape(n, k)
     return nibbles, best_s.astype(ml_dtypes.bfloat16)
+
+
+def act_errors_float64(w, group_size, activation_sq, scales):
+    """[ratios, N, K/G] float64 act errors sum_k a_k (q_k s - w_k)^2 for the given candidate
+    scales, with the raw statistics (not normalised) and every sum in float64: an independent
+    account of which ratio the rule should pick, up to the rounding of the float32 kernels."""
+    w64 = np.asarray(w).astype(np.float32).astype(np.float64)
+    n, k = w64.shape
+    g = w64.reshape(n, k // group_size, group_size)
+    a = np.asarray(activation_sq, dtype=np.float64).reshape(1, k // group_size, group_size)
+    errors = []
+    for s in scales.astype(np.float64):
+        q = np.clip(np.rint(g / s[..., None]), -8, 7)
+        errors.append((a * (q * s[..., None] - g) ** 2).sum(axis=-1))
+    return np.stack(errors)
 
 
 def pack_reference(nibbles):

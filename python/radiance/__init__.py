@@ -16,6 +16,7 @@ import ml_dtypes
 import numpy as np
 
 from . import _C
+from .format import CLIP_MODES, GROUP_SIZES, NIBBLE_SHIFTS
 
 __version__ = "0.1.0"
 __all__ = [
@@ -32,10 +33,6 @@ __all__ = [
 ]
 
 bfloat16 = ml_dtypes.bfloat16
-GROUP_SIZES = (32, 64, 128, 256)
-CLIP_MODES = ("mse", "rtn")
-# Element e of a packed word sits at this bit shift (nibble order 0,2,4,6,1,3,5,7).
-NIBBLE_SHIFTS = (0, 16, 4, 20, 8, 24, 12, 28)
 
 
 def gpu_backend():
@@ -75,23 +72,31 @@ def _valid_head_shape(w, group_size):
     )
 
 
-def quantize_rows(w, group_size=128, clip="mse", *, packed_out=None, scales_out=None):
+def quantize_rows(w, group_size=128, clip="mse", *, activation_sq=None, packed_out=None,
+                  scales_out=None):
     """Quantize the rows of ``w`` [N, K] to int4.
 
     Returns ``(packed, scales)``: int32 [N, K/8] words and bf16 [N, K/group_size] scales.
     ``w`` is bf16, fp16 or fp32; ``K`` must be a multiple of ``group_size`` (32, 64, 128, 256).
     ``clip="mse"`` tries the clip ratios 1.0, 0.95, 0.9, 0.85, 0.8 per group and keeps the one
-    with the least squared error; ``"rtn"`` rounds to nearest with ratio 1.0. Non-finite weights
-    raise ValueError naming the first bad row. CPU and GPU results are bit-identical.
+    with the least squared error; ``"rtn"`` rounds to nearest with ratio 1.0. ``clip="act"``
+    tries the same ratios but weighs the squared error of column k by ``activation_sq[k]``, the
+    mean of x[k]^2 over calibration hidden states (a float32 [K] array, or anything NumPy or
+    torch converts to one; a torch tensor on the GPU must be on ``w``'s device and is copied to
+    the host, 4 bytes per column). Non-finite weights raise ValueError naming the first bad row.
+    CPU and GPU results are bit-identical.
     """
     t = _torch_tensor(w)
     if t is None:
-        return _C.quantize_rows(w, group_size, clip, packed_out=packed_out, scales_out=scales_out)
+        return _C.quantize_rows(w, group_size, clip, activation_sq=_host_float32(activation_sq),
+                                packed_out=packed_out, scales_out=scales_out)
     import torch
 
     t = t.detach()
+    activation_sq = _host_float32(activation_sq, t.device)
     if not _valid_head_shape(t, group_size):
-        return _C.quantize_rows(t, group_size, clip)  # raises the precise error
+        # raises the precise error
+        return _C.quantize_rows(t, group_size, clip, activation_sq=activation_sq)
     t = t.contiguous()
     rows, cols = t.shape
     if packed_out is None:
@@ -99,8 +104,48 @@ def quantize_rows(w, group_size=128, clip="mse", *, packed_out=None, scales_out=
     if scales_out is None:
         scales_out = torch.empty((rows, cols // group_size), dtype=torch.bfloat16, device=t.device)
     return _C.quantize_rows(
-        t, group_size, clip, packed_out=packed_out, scales_out=scales_out, stream=_stream_of(t)
+        t, group_size, clip, activation_sq=activation_sq, packed_out=packed_out,
+        scales_out=scales_out, stream=_stream_of(t)
     )
+
+
+def _host_float32(activation_sq, device=None):
+    """activation_sq as float32 in host memory (None stays None); `device` is w's torch device.
+
+    The C core takes a float32 host array: it validates the K entries and turns them into the
+    act error weights on the host for the CPU and GPU paths alike (docs/FORMAT.md).
+    """
+    if activation_sq is None:
+        return None
+    t = _torch_tensor(activation_sq)
+    if t is not None:
+        import torch
+
+        if t.dtype.is_complex or t.dtype == torch.bool:
+            raise TypeError(f"activation_sq must be real numbers (float32 [K]), got {t.dtype}")
+        if t.device.type != "cpu" and device is not None and t.device != device:
+            raise ValueError(
+                f"activation_sq is on {t.device} but w is on {device}; put them on one device "
+                f"(or pass activation_sq as a CPU tensor or NumPy array)"
+            )
+        if t.device.type != "cpu" and device is None:
+            raise ValueError(
+                f"activation_sq is on {t.device} but w is a NumPy array; pass a CPU tensor or a "
+                f"NumPy array"
+            )
+        return t.detach().to(device="cpu", dtype=torch.float32).contiguous()
+    if isinstance(activation_sq, np.ndarray) and activation_sq.dtype == np.float32:
+        return activation_sq
+    try:
+        a = np.asarray(activation_sq)
+    except Exception as error:  # noqa: BLE001 - any failure to convert is the caller's type
+        raise TypeError(
+            f"activation_sq must be a float32 [K] array, got {type(activation_sq).__name__}"
+        ) from error
+    if a.dtype.kind not in "fiu" and a.dtype != bfloat16:
+        raise TypeError(f"activation_sq must be real numbers (float32 [K]), got {a.dtype}")
+    with np.errstate(over="ignore"):  # beyond float32 becomes inf, which the C core names
+        return a.astype(np.float32)
 
 
 def pack_shuffle(nibbles):

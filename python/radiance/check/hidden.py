@@ -1,0 +1,159 @@
+"""Real final hidden states for ``radiance check``: the model run with transformers on text.
+
+The states are captured at the input of the model's output projection, so they are exactly what
+the head multiplies. torch and transformers are imported when a model is loaded, not before.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+from dataclasses import dataclass
+
+import numpy as np
+
+from .checkpoint import model_kind
+from .errors import CheckInputError
+
+
+def default_text():
+    """The public-domain prose shipped with radiance (see data/README.md)."""
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # radiance/
+    here = os.path.join(package, "data", "sample.txt")
+    with open(here, encoding="utf-8") as f:
+        return f.read()
+
+
+def read_text(path):
+    if not os.path.isfile(path):
+        raise CheckInputError(f"{path}: no such text file")
+    with open(path, encoding="utf-8", errors="replace") as f:
+        text = f.read()
+    if not text.strip():
+        raise CheckInputError(f"{path}: the text file is empty")
+    return text
+
+
+@dataclass
+class Runner:
+    """A transformers causal LM and its tokenizer, ready to give final hidden states."""
+
+    model: object
+    tokenizer: object
+    device: str
+    source: str
+
+    def token_text(self, row):
+        """The text of vocabulary row ``row`` (its token decoded), or None past the vocabulary."""
+        if row >= len(self.tokenizer):
+            return None  # a padded head has rows no token maps to
+        try:
+            return self.tokenizer.decode([int(row)])
+        except Exception:  # a tokenizer that cannot decode this id alone
+            return self.tokenizer.convert_ids_to_tokens(int(row))
+
+
+def _require_transformers():
+    missing = [m for m in ("torch", "transformers") if importlib.util.find_spec(m) is None]
+    if missing:
+        raise CheckInputError(
+            f"computing hidden states needs {' and '.join(missing)}: pip install 'radiance[check]' "
+            f"(or pass --hidden FILE.npy with precomputed final hidden states)"
+        )
+
+
+def load_runner(path, device="cpu", dtype=None, progress=True):
+    """Load the model at ``path`` (GGUF file or HF folder) with transformers, offline."""
+    _require_transformers()
+    import torch
+    import transformers
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if not progress:
+        transformers.utils.logging.disable_progress_bar()
+
+    kind = model_kind(path)
+    kwargs = {"local_files_only": True}
+    if kind == "gguf":
+        if importlib.util.find_spec("accelerate") is None:
+            raise CheckInputError(
+                "transformers needs `accelerate` to load a GGUF: pip install 'radiance[check]'"
+            )
+        folder, kwargs["gguf_file"] = os.path.split(os.path.abspath(path))
+    elif kind == "folder":
+        folder = path
+        if not os.path.isfile(os.path.join(folder, "config.json")):
+            raise CheckInputError(
+                f"{folder}: no config.json, so transformers cannot run this model"
+            )
+    else:
+        folder = os.path.dirname(os.path.abspath(path))
+        if not os.path.isfile(os.path.join(folder, "config.json")):
+            raise CheckInputError(
+                f"{path}: a bare safetensors file holds the head but no model to compute hidden "
+                f"states with; pass --hidden FILE.npy, or the model folder"
+            )
+    if dtype is None:
+        dtype = torch.float32 if str(device).startswith("cpu") else torch.bfloat16
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(folder, **kwargs)
+        model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype, **kwargs)
+    except OSError as e:
+        raise CheckInputError(
+            f"{path}: transformers could not load this model offline: {e}"
+        ) from None
+    model.to(device)
+    model.eval()
+    return Runner(model, tokenizer, str(device), path)
+
+
+def tokenize(runner, text, max_tokens):
+    ids = runner.tokenizer(text, add_special_tokens=True)["input_ids"]
+    if len(ids) < 2:
+        raise CheckInputError("the text gives fewer than 2 tokens; give a longer text")
+    return ids[:max_tokens]
+
+
+def hidden_states(runner, ids, seq_len=512, progress=False):
+    """Final hidden states [tokens, hidden] (float32 NumPy) that feed the output projection.
+
+    Also returns the largest |model logits - hidden @ head.T| relative to the logit RMS, measured
+    with the model's own head, which shows the captured states are the head's real input.
+    """
+    import torch
+
+    model = runner.model
+    head = model.get_output_embeddings()
+    if head is None:
+        raise CheckInputError(f"{runner.source}: the model has no output embeddings (lm_head)")
+    captured = []
+    hook = head.register_forward_pre_hook(lambda module, args: captured.append(args[0].detach()))
+    windows = [ids[i : i + seq_len] for i in range(0, len(ids), seq_len)]
+    states = []
+    worst = 0.0
+    try:
+        iterator = windows
+        if progress:
+            try:
+                from tqdm.auto import tqdm
+
+                iterator = tqdm(windows, desc="hidden states", unit="window", file=sys.stderr)
+            except ImportError:
+                pass
+        weight = head.weight.detach().float()
+        bias = None if getattr(head, "bias", None) is None else head.bias.detach().float()
+        for window in iterator:
+            captured.clear()
+            input_ids = torch.tensor([window], device=head.weight.device)
+            with torch.inference_mode():
+                out = model(input_ids=input_ids)
+            hidden = captured[-1].reshape(-1, captured[-1].shape[-1]).float()
+            logits = out.logits.reshape(-1, out.logits.shape[-1]).float()
+            again = torch.nn.functional.linear(hidden, weight, bias)
+            rms = float(logits.pow(2).mean().sqrt()) or 1.0
+            worst = max(worst, float((logits - again).abs().max()) / rms)
+            states.append(hidden.cpu().numpy())
+    finally:
+        hook.remove()
+    return np.concatenate(states), worst

@@ -1,0 +1,253 @@
+"""``check()``: quantize a head with each method, run it on real hidden states, and compare its
+logits with the unquantized head's.
+
+The order of the work: validate, quantize every method once, the per-row weight error in row
+chunks, then one pass over token chunks that computes the reference logits once per chunk and
+feeds every method's logits to its statistics, then the timing of one head call.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from typing import Callable, Optional, Sequence
+
+import numpy as np
+
+from .backends import NumpyBackend, TorchBackend, dtype_name, is_torch, median_ms, torch_module
+from .methods import choose_group_size, resolve_methods
+from .report import CheckResult, MethodResult
+from .stats import LogitStats, log_sum_exp, softmax, top_sorted
+
+TOPK = (1, 5, 16)
+# Host memory for one chunk of float32 logits; bounds the check's footprint for large vocabularies.
+_LOGIT_CHUNK_BYTES = 128 << 20
+_ROW_CHUNK_ELEMENTS = 32 << 20
+_BINS = 40
+
+
+def _validate(weight, hidden, bias):
+    for name, a in (("weight", weight), ("hidden", hidden)):
+        shape = tuple(a.shape)
+        if len(shape) != 2:
+            raise ValueError(f"{name} must be 2-D, got shape {shape}")
+        if 0 in shape:
+            raise ValueError(f"{name} is empty: shape {shape}")
+        dtype = dtype_name(a)
+        if dtype not in ("float32", "float16", "bfloat16"):
+            raise TypeError(
+                f"{name} has unsupported dtype {dtype}; expected bfloat16, float16 or float32"
+            )
+    vocab, width = weight.shape
+    if hidden.shape[1] != width:
+        raise ValueError(
+            f"head and hidden states do not match: the head is [{vocab}, {width}] (hidden size "
+            f"{width}) but the hidden states are [{hidden.shape[0]}, {hidden.shape[1]}] "
+            f"(hidden size {hidden.shape[1]})"
+        )
+    if bias is not None and tuple(bias.shape) != (vocab,):
+        raise ValueError(f"bias must have shape ({vocab},), got {tuple(bias.shape)}")
+
+
+def _row_chunks(rows, cols):
+    step = max(1, _ROW_CHUNK_ELEMENTS // max(cols, 1))
+    return [(r0, min(rows, r0 + step)) for r0 in range(0, rows, step)]
+
+
+def _progress(iterable, enabled, **kwargs):
+    if not enabled:
+        return iterable
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:
+        return iterable
+    return tqdm(iterable, file=sys.stderr, **kwargs)
+
+
+def check(
+    weight,
+    hidden,
+    *,
+    methods: Sequence = ("rtn", "mse"),
+    group_size: Optional[int] = None,
+    bias=None,
+    topk: Sequence[int] = TOPK,
+    worst: int = 10,
+    device: Optional[str] = None,
+    timing: bool = True,
+    timing_batches: Sequence[int] = (1, 16),
+    token_text: Optional[Callable[[int], str]] = None,
+    progress: bool = False,
+    sample_points: int = 20000,
+    source: Optional[dict] = None,
+) -> CheckResult:
+    """Measure what int4 costs a head ``weight [vocab, hidden]`` on ``hidden [tokens, hidden]``.
+
+    ``weight`` and ``hidden`` are NumPy arrays (bf16 as ``ml_dtypes.bfloat16``, fp16 or fp32) or
+    torch tensors; ``hidden`` must be the final hidden states that feed the head (after the last
+    norm). ``group_size=None`` picks 128, or the largest allowed size that divides the hidden
+    size (announced in ``result.notes``). ``device`` ("cpu", "cuda", "cuda:1") moves both to a
+    torch device; by default NumPy inputs run on the CPU and torch tensors where they are.
+    ``token_text(row)`` names vocabulary rows in the worst-rows list. The result is deterministic
+    for the same inputs, apart from ``timing``.
+    """
+    _validate(weight, hidden, bias)
+    resolved = resolve_methods(methods)
+    topk = tuple(sorted({int(k) for k in topk}))
+    if not topk or topk[0] < 1:
+        raise ValueError(f"topk must be positive integers, got {topk}")
+    vocab, width = (int(s) for s in weight.shape)
+    tokens = int(hidden.shape[0])
+    group_size, note = choose_group_size(width, group_size)
+    notes = [note] if note else []
+
+    use_torch = device is not None or is_torch(weight) or is_torch(hidden)
+    if use_torch:
+        if torch_module() is None:
+            import torch  # noqa: F401  (device= needs torch; raises ImportError when missing)
+        if device is None:
+            device = weight.device if is_torch(weight) else hidden.device
+        backend = TorchBackend(weight, bias, device)
+    else:
+        backend = NumpyBackend(weight, bias)
+    x_all = backend.activations(hidden)
+
+    # Quantize every method up front: the logit pass below visits each token chunk once.
+    quantized = {}
+    quantize_seconds = {}
+    for method in _progress(resolved, progress, desc="quantize", unit="method"):
+        t0 = time.perf_counter()
+        packed, scales = backend.quantize(method, group_size)
+        if backend.device.startswith("cuda"):
+            backend.torch.cuda.synchronize()
+        quantize_seconds[method.name] = time.perf_counter() - t0
+        quantized[method.name] = (packed, scales)
+
+    # Weights: per-row relative error.
+    row_ref_sq = np.zeros(vocab, np.float64)
+    row_err_sq = {m.name: np.zeros(vocab, np.float64) for m in resolved}
+    chunks = _row_chunks(vocab, width)
+    for r0, r1 in _progress(chunks, progress, desc="weight error", unit="chunk"):
+        w = backend.weight_rows(r0, r1).astype(np.float64)
+        row_ref_sq[r0:r1] = np.einsum("ij,ij->i", w, w)
+        for name, (packed, scales) in quantized.items():
+            d = backend.dequantize_rows(packed, scales, r0, r1, group_size).astype(np.float64) - w
+            row_err_sq[name][r0:r1] = np.einsum("ij,ij->i", d, d)
+
+    # Logits: one pass over token chunks, the reference computed once per chunk.
+    chunk_tokens = max(1, min(tokens, _LOGIT_CHUNK_BYTES // (4 * vocab)))
+    first = backend.reference_logits(x_all[:chunk_tokens])
+    lo, hi = float(first.min()), float(first.max())
+    margin = 0.25 * (hi - lo) + 1e-6
+    edges = np.linspace(lo - margin, hi + margin, _BINS + 1)
+    bin_width = np.float32((edges[-1] - edges[0]) / _BINS)
+    rng = np.random.default_rng(0)
+    per_chunk_sample = max(1, sample_points // math.ceil(tokens / chunk_tokens))
+    stats = {m.name: LogitStats(vocab, topk, _BINS) for m in resolved}
+    ref_sq = 0.0
+    token_chunks = [(t0, min(tokens, t0 + chunk_tokens)) for t0 in range(0, tokens, chunk_tokens)]
+    for t0, t1 in _progress(token_chunks, progress, desc="logits", unit="chunk"):
+        ref = first if t0 == 0 else backend.reference_logits(x_all[t0:t1])
+        ref_sq += float(np.einsum("ij,ij->j", ref, ref).sum(dtype=np.float64))
+        ref_top = top_sorted(ref, max(topk))
+        ref_lse = log_sum_exp(ref)
+        ref_p = softmax(ref, ref_lse)
+        sample_idx = rng.choice(ref.size, size=min(per_chunk_sample, ref.size), replace=False)
+        sample_idx.sort()
+        bins = np.clip(((ref.ravel() - edges[0]) / bin_width).astype(np.int64), 0, _BINS - 1)
+        for name, (packed, scales) in quantized.items():
+            q = backend.int4_logits(x_all[t0:t1], packed, scales, group_size)
+            stats[name].add(ref, ref_top, ref_lse, ref_p, q, bins, sample_idx)
+
+    logit_rms = math.sqrt(ref_sq / (tokens * vocab))
+    total_ref_sq = float(row_ref_sq.sum())
+    results = {}
+    for method in resolved:
+        name = method.name
+        s = stats[name]
+        err_rows = row_err_sq[name]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            row_rel = np.sqrt(np.where(row_ref_sq > 0, err_rows / row_ref_sq, 0.0))
+        column_rel = np.sqrt(s.column_err_sq / tokens) / max(logit_rms, 1e-30)
+        order = np.lexsort((np.arange(vocab), -column_rel))[: max(0, int(worst))]
+        worst_rows = []
+        for row in order:
+            entry = {
+                "row": int(row),
+                "logit_rel_rms": float(column_rel[row]),
+                "weight_rel_rms": float(row_rel[row]),
+                "row_norm": float(math.sqrt(row_ref_sq[row])),
+            }
+            if token_text is not None:
+                text = token_text(int(row))
+                entry["token"] = None if text is None else str(text)
+            worst_rows.append(entry)
+        kl = np.concatenate(s.kl)
+        counts = s.bin_count
+        with np.errstate(divide="ignore", invalid="ignore"):
+            bin_rms = np.where(counts > 0, np.sqrt(s.bin_err_sq / np.maximum(counts, 1)), 0.0)
+        results[name] = MethodResult(
+            method=name,
+            weight_rel_rms=float(math.sqrt(err_rows.sum() / total_ref_sq)) if total_ref_sq else 0.0,
+            logit_rel_rms=float(math.sqrt(s.err_sq / ref_sq)) if ref_sq else 0.0,
+            top1_agreement=s.top1_agree / tokens,
+            topk_overlap={k: s.overlap[k] / tokens for k in topk},
+            kl_mean=float(max(kl.mean(), 0.0)),
+            kl_p99=float(max(np.percentile(kl, 99), 0.0)),
+            kl_max=float(max(kl.max(), 0.0)),
+            row_error_percentiles={f"p{p}": float(np.percentile(row_rel, p)) for p in (50, 90, 99)}
+            | {"max": float(row_rel.max())},
+            worst_rows=worst_rows,
+            quantize_seconds=float(quantize_seconds[name]),
+            logit_error_bins={
+                "edges": [float(e) for e in edges],
+                "count": [int(c) for c in counts],
+                "rms_error": [float(v) for v in bin_rms],
+                "max_error": [float(v) for v in s.bin_err_max],
+            },
+            row_rel_error=row_rel,
+            logit_sample=np.concatenate(s.sample),
+        )
+
+    timing_report = {}
+    if timing:
+        timing_report = _time_apply(
+            backend, x_all, quantized[resolved[0].name], group_size, timing_batches, progress
+        )
+    return CheckResult(
+        vocab_size=vocab,
+        hidden_size=width,
+        tokens=tokens,
+        group_size=group_size,
+        weight_dtype=dtype_name(weight),
+        device=backend.device,
+        methods=results,
+        timing=timing_report,
+        notes=notes,
+        source=dict(source or {}),
+    )
+
+
+def _time_apply(backend, x_all, quantized, group_size, batches, progress):
+    packed, scales = quantized
+    report = {"device": backend.device, "reference": backend.reference_name, "batches": {}}
+    tokens = x_all.shape[0]
+    for batch in _progress(list(batches), progress, desc="timing", unit="batch"):
+        batch = int(batch)
+        if batch < 1:
+            raise ValueError(f"timing_batches must be positive, got {batch}")
+        x = x_all[: min(batch, tokens)]
+        if x.shape[0] < batch:  # fewer tokens than the batch: repeat rows, timing needs no meaning
+            reps = math.ceil(batch / x.shape[0])
+            x = (x.repeat(reps, 1) if is_torch(x) else np.tile(x, (reps, 1)))[:batch]
+        reference, int4, sync = backend.timers(x, packed, scales, group_size)
+        reference_ms = median_ms(reference, sync)
+        int4_ms = median_ms(int4, sync)
+        report["batches"][str(batch)] = {
+            "int4_ms": int4_ms,
+            "reference_ms": reference_ms,
+            "speedup": reference_ms / int4_ms if int4_ms > 0 else float("inf"),
+        }
+    return report
+
