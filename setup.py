@@ -22,7 +22,9 @@ from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-HIP_SOURCES = ["hip/runtime.hip", "hip/quantize.hip", "hip/gemv_int4.hip"]
+# hip/*.hip of the library (the kernel variants of benchmarks/harness/ are not in it)
+HIP_SOURCES = ["hip/runtime.hip", "hip/quantize.hip", "hip/apply.hip", "hip/apply_vector.hip", "hip/apply_mma.hip",
+               "hip/apply_stream.hip", "hip/apply_wgmma.hip"]
 
 
 def log(message):
@@ -68,7 +70,7 @@ def gpu_archs(backend):
 
 
 def compile_flags(backend, archs):
-    common = ["-O3", "-std=c++17", "-I", os.path.join(HERE, "hip")]
+    common = ["-O3", "-std=c++17", "-I", os.path.join(HERE, "hip"), "-I", os.path.join(HERE, "csrc")]
     if backend == "rocm":
         return common + ["-fPIC"] + [f"--offload-arch={a}" for a in archs]
     flags = common + ["-x", "cu", "-Xcompiler", "-fPIC", "-Xptxas", "-warn-spills"]
@@ -151,7 +153,7 @@ extension = Extension(
     extra_compile_args=c_flags,
     extra_link_args=["-pthread"] + (["-fsanitize=address,undefined"]
                                     if os.environ.get("RADIANCE_SANITIZE") else []),
-    depends=["csrc/cpu_kernels.h", "csrc/tensor_view.h", "csrc/dlpack.h", "hip/radiance_gpu.h"],
+    depends=["csrc/cpu_kernels.h", "csrc/format.h", "csrc/tensor_view.h", "csrc/dlpack.h", "hip/radiance_gpu.h"],
 )
 
 setup(ext_modules=[extension], cmdclass={"build_ext": BuildExt})

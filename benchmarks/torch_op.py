@@ -12,7 +12,7 @@
    reads the next of several copies of the head, so that no copy comes back within 250 MB: in a
    model the other layers' weights pass through the cache between two lm_head calls. (Reading one
    copy over and over lets part of the int4 head stay in the H200's 60 MB L2: 171 us per call at
-   M = 1 on 2026-11-30, where benchmarks/timing_methods.py's loop over rotating copies gave 182.)
+   M = 1 on 2026-11-30, where benchmarks/harness/timing_methods.py's loop over rotating copies gave 182.)
 
     python benchmarks/torch_op.py                     # GPU if there is one, else the CPU
     python benchmarks/torch_op.py --vocab 248320 --hidden 5120 --device cuda

@@ -1,5 +1,5 @@
 /*
- * cpu_kernels.c - the int4 lm_head format on the CPU (see cpu_kernels.h and DESIGN.md).
+ * cpu_kernels.c - the int4 lm_head format on the CPU (see cpu_kernels.h and docs/FORMAT.md).
  *
  * Bit-exactness with the GPU kernels rests on three things, all fixed here:
  *   1. only IEEE-754 fp32 operations that round once (no fused multiply-add: this file is built
@@ -201,11 +201,12 @@ int64_t rad_cpu_first_nonfinite_row(const void *w, int dtype, int64_t rows, int6
 /* Quantization                                                                               */
 
 /* float32(r / 7) for the candidate clip ratios, in the order they are tried. */
-static const float kClipScale[5] = {(float)(1.0 / 7.0), (float)(0.95 / 7.0), (float)(0.9 / 7.0),
-                                    (float)(0.85 / 7.0), (float)(0.8 / 7.0)};
+static const float kClipScale[RAD_CLIP_RATIOS] = {RAD_CLIP_COEFFICIENT(0), RAD_CLIP_COEFFICIENT(1),
+                                                  RAD_CLIP_COEFFICIENT(2), RAD_CLIP_COEFFICIENT(3),
+                                                  RAD_CLIP_COEFFICIENT(4)};
 
 /* Bit shift of element e (0..7) of a word: nibble order 0,2,4,6,1,3,5,7. */
-static const int kNibbleShift[8] = {0, 16, 4, 20, 8, 24, 12, 28};
+static const int kNibbleShift[8] = RAD_NIBBLE_SHIFTS;
 
 /* Round half to even for |x| < 2^22: adding 1.5 * 2^23 leaves no fraction bits, so the addition
  * itself rounds (to nearest even, the default mode). q = w / s is always below 9 in magnitude. */
@@ -232,7 +233,7 @@ struct group_t {
 
 RAD_INLINE float scale_for(float amax, int ratio, uint16_t *bits) {
     float clipped = amax * kClipScale[ratio];
-    clipped = clipped > 1e-8f ? clipped : 1e-8f;
+    clipped = clipped > RAD_MIN_SCALE ? clipped : RAD_MIN_SCALE;
     *bits = rad_float_to_bf16(clipped);
     return rad_bf16_to_float(*bits);
 }
@@ -479,7 +480,7 @@ RAD_INLINE v8f load_v8f(const float *p) {
 
 /* One row of the head against rows [m0, m0 + mb) of x. */
 RAD_INLINE void apply_block(const struct apply_ctx *c, int64_t row, int64_t m0, int mb) {
-    const v8i shifts = {0, 16, 4, 20, 8, 24, 12, 28};
+    const v8i shifts = RAD_NIBBLE_SHIFTS;
     const v8i mask = {15, 15, 15, 15, 15, 15, 15, 15};
     const v8f eight = {8, 8, 8, 8, 8, 8, 8, 8};
     const int G = c->group_size, words_per_group = G / 8;

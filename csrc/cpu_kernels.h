@@ -1,7 +1,7 @@
 /*
  * cpu_kernels.h - the int4 lm_head format on the CPU, in plain C11.
  *
- * This is the bit-exact reference of the format in DESIGN.md and the offline path. No Python
+ * This is the bit-exact reference of the format in docs/FORMAT.md and the offline path. No Python
  * here: callers pass raw, contiguous, row-major buffers and 64-bit sizes, and have already checked
  * shapes and values that the Python layer can name in an error message.
  */
@@ -11,12 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Element types; the values match enum radiance_dtype of hip/radiance_gpu.h. */
-enum rad_dtype { RAD_F32 = 0, RAD_F16 = 1, RAD_BF16 = 2 };
-/* Clip search; the values match enum radiance_clip of hip/radiance_gpu.h. */
-enum rad_clip { RAD_CLIP_RTN = 0, RAD_CLIP_MSE = 1, RAD_CLIP_ACT = 2 };
-
-#define RAD_MAX_GROUP 256
+#include "format.h" /* enum rad_dtype, enum rad_clip, group sizes */
 
 /* Threads the CPU kernels use: RADIANCE_NUM_THREADS if set, else the CPUs this process may use. */
 int rad_cpu_threads(void);

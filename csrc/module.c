@@ -15,13 +15,6 @@
 
 #ifdef RADIANCE_WITH_GPU
 #include "radiance_gpu.h"
-_Static_assert((int)RADIANCE_F32 == (int)RAD_F32 && (int)RADIANCE_F16 == (int)RAD_F16 &&
-                   (int)RADIANCE_BF16 == (int)RAD_BF16,
-               "dtype codes of the CPU and GPU kernels differ");
-_Static_assert((int)RADIANCE_CLIP_RTN == (int)RAD_CLIP_RTN &&
-                   (int)RADIANCE_CLIP_MSE == (int)RAD_CLIP_MSE &&
-                   (int)RADIANCE_CLIP_ACT == (int)RAD_CLIP_ACT,
-               "clip codes of the CPU and GPU kernels differ");
 #endif
 
 #define MAX_VIEWS 5
@@ -69,7 +62,7 @@ static int parse_stream(PyObject *obj, long long *stream) {
 }
 
 static int check_group_size(int group_size) {
-    if (group_size == 32 || group_size == 64 || group_size == 128 || group_size == 256) return 0;
+    if (RAD_GROUP_OK(group_size)) return 0;
     PyErr_Format(PyExc_ValueError, "group_size must be one of 32, 64, 128, 256, got %d",
                  group_size);
     return -1;

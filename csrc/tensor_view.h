@@ -12,12 +12,14 @@
 #include <stdint.h>
 
 #include "dlpack.h"
+#include "format.h"
 
-/* Element types; the first three equal enum rad_dtype of cpu_kernels.h. */
+/* Element types; the first three are enum rad_dtype of format.h, so that a view's dtype goes to
+ * the kernels as it is. */
 enum rad_view_dtype {
-    RV_F32 = 0,
-    RV_F16 = 1,
-    RV_BF16 = 2,
+    RV_F32 = RAD_F32,
+    RV_F16 = RAD_F16,
+    RV_BF16 = RAD_BF16,
     RV_I32 = 3,
     RV_U8 = 4,
     RV_I8 = 5,

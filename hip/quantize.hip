@@ -1,6 +1,6 @@
 /*
  * quantize.hip - int4 group quantization of a weight matrix on the GPU, bit-identical to the CPU
- * rule in csrc/ (see DESIGN.md): one pass over the weight, every clip ratio tried in registers.
+ * rule in csrc/ (see docs/FORMAT.md): one pass over the weight, every clip ratio tried in registers.
  *
  * One thread per four packed words (8 consecutive columns each): words j, j + L, j + 2L, j + 3L of
  * a group, L = G/32 lanes per group (1..8), consecutive lanes of one warp. The group's amax and
@@ -12,28 +12,26 @@
  * there by the same C function as the CPU path's (rad_cpu_act_weights, docs/FORMAT.md).
  */
 #include "compat.h"
+#include "format.h"
 #include "radiance_gpu.h"
+#include "runtime.h"
 
 namespace {
 
 constexpr int kThreads = 128;
 constexpr float kRoundMagic = 12582912.0f; /* 1.5 * 2^23: x + M - M == rint(x) for |x| < 2^22 */
 
-/* Candidate ratio R (index into 1.0, 0.95, 0.9, 0.85, 0.8): c_r = (float)(r / 7.0) in double. */
+/* Candidate ratio R (index into RAD_CLIP_RATIO, format.h): c_r = (float)(r / 7.0) in double. */
 template <int R>
 __device__ __forceinline__ float clip_coefficient()
 {
-    return R == 0 ? (float)(1.0 / 7.0)
-         : R == 1 ? (float)(0.95 / 7.0)
-         : R == 2 ? (float)(0.9 / 7.0)
-         : R == 3 ? (float)(0.85 / 7.0)
-                  : (float)(0.8 / 7.0);
+    return RAD_CLIP_COEFFICIENT(R);
 }
 
 /* bf16_rne(max(amax * c, 1e-8f)) as a float. amax is finite here (or the row is flagged). */
 __device__ __forceinline__ float group_scale(float amax, float c)
 {
-    const float m = fmaxf(rad_mul_rn(amax, c), 1e-8f);
+    const float m = fmaxf(rad_mul_rn(amax, c), RAD_MIN_SCALE);
     uint32_t u = rad_float_to_bits(m);
     u += 0x7fffu + ((u >> 16) & 1u);
     return rad_bits_to_float(u & 0xffff0000u);

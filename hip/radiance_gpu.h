@@ -12,15 +12,20 @@
 
 #include <stdint.h>
 
+#include "format.h" /* csrc/format.h: the packed format's constants and enums */
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* Element types of weights, activations and bias. Scales and outputs are always bf16. */
-enum radiance_dtype { RADIANCE_F32 = 0, RADIANCE_F16 = 1, RADIANCE_BF16 = 2 };
-/* Clip search: RTN tries ratio 1.0 only; MSE tries 1.0, 0.95, 0.9, 0.85, 0.8; ACT tries MSE's
- * ratios with each column's squared error weighted (radiance_gpu_quantize_rows_act). */
-enum radiance_clip { RADIANCE_CLIP_RTN = 0, RADIANCE_CLIP_MSE = 1, RADIANCE_CLIP_ACT = 2 };
+/* Element types of weights, activations and bias (scales and outputs are always bf16), and the
+ * clip searches: the values of enum rad_dtype and enum rad_clip of format.h. */
+enum radiance_dtype { RADIANCE_F32 = RAD_F32, RADIANCE_F16 = RAD_F16, RADIANCE_BF16 = RAD_BF16 };
+enum radiance_clip {
+    RADIANCE_CLIP_RTN = RAD_CLIP_RTN,
+    RADIANCE_CLIP_MSE = RAD_CLIP_MSE,
+    RADIANCE_CLIP_ACT = RAD_CLIP_ACT, /* radiance_gpu_quantize_rows_act */
+};
 /* Returned for arguments the kernels cannot take (the C extension checks them first). */
 #define RADIANCE_GPU_EINVAL (-1)
 
@@ -60,6 +65,17 @@ int radiance_gpu_quantize_rows_act(const void *w, int w_dtype, int64_t rows, int
 int radiance_gpu_apply(const uint16_t *x, int64_t m, int64_t k, const int32_t *packed,
                        const uint16_t *scales, const uint16_t *bias, int64_t n, int group_size,
                        uint16_t *out, void *stream);
+
+/*
+ * Tests only: make the apply planner behave as if the device or the driver refused something, so
+ * that a GPU test can run the fallback paths that an H200 never takes (flags below, 0 = normal).
+ * Process-wide; returns the previous flags.
+ */
+#define RADIANCE_GPU_TEST_NO_MMA 1      /* no mma.sync (a GPU before sm_80): the vector kernel */
+#define RADIANCE_GPU_TEST_NO_WGMMA 2    /* no sm_90a kernel: the stream, mma and tiled kernels */
+#define RADIANCE_GPU_TEST_REFUSE_XMAP 4 /* the activations' tensor map refused */
+#define RADIANCE_GPU_TEST_REFUSE_WMAP 8 /* the weights' tensor map refused */
+int radiance_gpu_test_refuse(int flags);
 
 #ifdef __cplusplus
 }

@@ -1,9 +1,13 @@
 /*
- * runtime.hip - backend name, error strings and device selection for the C surface
- * (radiance_gpu.h). Host code only.
+ * runtime.hip - host code only: the backend name, error strings and device selection of the C
+ * surface (radiance_gpu.h), and the runtime helpers of runtime.h that the kernels' launchers and
+ * the apply planner use.
  */
+#include <string.h>
+
 #include "compat.h"
 #include "radiance_gpu.h"
+#include "runtime.h"
 
 extern "C" const char *radiance_gpu_backend(void) { return RAD_BACKEND_NAME; }
 
@@ -39,3 +43,87 @@ extern "C" int radiance_gpu_set_device(int device)
     if (device < 0) return RADIANCE_GPU_EINVAL;
     return (int)rad_set_device(device);
 }
+
+int rad_sm_count(void)
+{
+    int dev = 0, count = 0;
+    if (rad_get_device(&dev) != RAD_SUCCESS) return 1;
+    if (rad_device_get_attribute(&count, RAD_DEV_ATTR_SM_COUNT, dev) != RAD_SUCCESS || count < 1) return 1;
+    return count;
+}
+
+int rad_device_sm(void)
+{
+#if defined(RAD_CUDA)
+    int dev = 0, major = 0, minor = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess) return 0;
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) return 0;
+    if (cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess) return 0;
+    return major * 10 + minor;
+#else
+    return 0;
+#endif
+}
+
+int rad_smem_optin(void)
+{
+    int dev = 0, v = 0;
+    if (rad_get_device(&dev) != RAD_SUCCESS ||
+        rad_device_get_attribute(&v, RAD_DEV_ATTR_SMEM_OPTIN, dev) != RAD_SUCCESS) {
+        (void)rad_get_last_error();
+        return 0;
+    }
+    return v;
+}
+
+int rad_func_num_regs(const void *kernel)
+{
+#if defined(RAD_CUDA)
+    cudaFuncAttributes attr;
+    if (cudaFuncGetAttributes(&attr, kernel) == cudaSuccess) return attr.numRegs;
+    (void)cudaGetLastError();
+#else
+    (void)kernel;
+#endif
+    return -1;
+}
+
+#if defined(RAD_HAS_TMA_ENCODE)
+int rad_tma_encode_2d(rad_tma_desc_t *desc, const void *base, int elem_bytes, uint64_t rows, uint64_t cols,
+                      uint32_t box_rows, uint32_t box_cols, int swizzle128)
+{
+    static PFN_cuTensorMapEncodeTiled_v12000 encode = NULL;
+    static int looked_up = 0;
+    if (!looked_up) {
+        void *fn = NULL;
+        cudaDriverEntryPointQueryResult status;
+#if CUDART_VERSION >= 12050
+        const cudaError_t e = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault,
+                                                               &status);
+#else
+        const cudaError_t e = cudaGetDriverEntryPoint("cuTensorMapEncodeTiled", &fn, cudaEnableDefault, &status);
+#endif
+        if (e == cudaSuccess && status == cudaDriverEntryPointSuccess)
+            encode = (PFN_cuTensorMapEncodeTiled_v12000)fn;
+        else
+            (void)cudaGetLastError();
+        looked_up = 1;
+    }
+    if (encode == NULL || (elem_bytes != 2 && elem_bytes != 4)) return -1;
+    const cuuint64_t dims[2] = {cols, rows};
+    const cuuint64_t strides[1] = {cols * (cuuint64_t)elem_bytes};
+    const cuuint32_t box[2] = {box_cols, box_rows};
+    const cuuint32_t elem_strides[2] = {1, 1};
+    const CUresult r = encode(desc, elem_bytes == 2 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_INT32,
+                              2, (void *)base, dims, strides, box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                              swizzle128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_NONE,
+                              CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    return r == CUDA_SUCCESS ? 0 : -1;
+}
+#else
+int rad_tma_encode_2d(rad_tma_desc_t *desc, const void *, int, uint64_t, uint64_t, uint32_t, uint32_t, int)
+{
+    memset(desc, 0, sizeof *desc);
+    return -1;
+}
+#endif

@@ -1,4 +1,4 @@
-"""An independent NumPy reference of the radiance format (DESIGN.md), written from the spec.
+"""An independent NumPy reference of the radiance format (docs/FORMAT.md), written from the spec.
 
 Vectorised over rows and groups with explicit float32 steps, so it fixes the same rounding of
 every operation and the same summation order as the kernels, without sharing any of their code.
@@ -37,7 +37,7 @@ def candidate_scales(w32, group_size, clip):
 
 
 def quantize_reference(w, group_size=128, clip="mse", activation_sq=None):
-    """(nibbles uint8 [N, K], scales bf16 [N, K/G]) by the rule of DESIGN.md: float32 steps in
+    """(nibbles uint8 [N, K], scales bf16 [N, K/G]) by the rule of docs/FORMAT.md: float32 steps in
     the fixed summation order, bit for bit what the kernels must give."""
     w32 = np.asarray(w).astype(np.float32)
     n, k = w32.shape

@@ -289,3 +289,64 @@ def test_quantize_act_gpu_torch_op_and_errors():
     if torch.cuda.device_count() > 1:
         with pytest.raises(ValueError, match="activation_sq is on cuda:1 but w is on cuda:0"):
             radiance.quantize_rows(to_torch(w), 128, "act", activation_sq=torch.ones(1024, device="cuda:1"))
+
+
+# Fallback paths an H200 takes only when the device or the driver refuses something: the test hook
+# radiance_gpu_test_refuse (hip/radiance_gpu.h, exported by radiance._C) makes the apply planner
+# act as if it had, so that every kernel of the library runs here against float64.
+NO_MMA, NO_WGMMA, REFUSE_XMAP, REFUSE_WMAP = 1, 2, 4, 8
+
+
+def planner_refuses(flags):
+    import ctypes
+
+    from radiance import _C
+
+    hook = ctypes.CDLL(_C.__file__).radiance_gpu_test_refuse
+    hook.argtypes, hook.restype = [ctypes.c_int], ctypes.c_int
+
+    class Refusing:
+        def __enter__(self):
+            assert hook(flags) == 0, "the test hook was left set"
+
+        def __exit__(self, *exc):
+            assert hook(0) == flags, "radiance._C does not see the test hook"  # the same library
+
+    return Refusing()
+
+
+@pytest.mark.parametrize(
+    "flags, m, k, group_size",
+    [
+        # the vector kernel (AMD's path, NVIDIA before sm_80), every group size
+        *[(NO_MMA, m, k, g) for m in (1, 5, 17) for k, g in ((576, 64), (1376, 32), (5120, 128))],
+        (NO_MMA, 3, 8192, 256),
+        # no sm_90a kernel: the stream kernel to 8 tokens, the tiled kernel (16, 32, 64 per block)
+        *[(NO_WGMMA, m, k, g) for m in (8, 16, 32, 64, 100) for k, g in ((5120, 128), (8192, 256))],
+        # tensor maps refused: the wgmma kernel with cp.async copies or TMA activations only from 32
+        # tokens, the stream and tiled kernels below
+        *[(f, m, k, g) for f in (REFUSE_XMAP, REFUSE_WMAP) for m in (8, 16, 32, 64, 100, 300)
+          for k, g in ((5120, 128), (8192, 256))],
+    ],
+)
+def test_apply_gpu_fallback_paths_match_float64(flags, m, k, group_size):
+    rng, seed = fresh_rng()
+    n = int(rng.integers(300, 1500)) | 1
+    w = weights(rng, n, k, "outliers").astype(BF16)
+    packed, scales = radiance.quantize_rows(w, group_size)
+    x = (rng.standard_normal((m, k)) * 2).astype(BF16)
+    bias = rng.standard_normal(n).astype(BF16) if m % 2 else None
+    out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device=DEV)  # poisoned
+    with planner_refuses(flags):
+        radiance.apply(
+            to_torch(x), to_torch(packed), to_torch(scales),
+            None if bias is None else to_torch(bias), group_size, out=out,
+        )
+        torch.cuda.synchronize()
+    got = to_numpy(out).astype(np.float64)
+    assert np.isfinite(got).all(), f"unwritten outputs (seed {seed})"
+    ref = apply_reference(x, radiance.unpack_shuffle(packed), scales, group_size, bias)
+    w_hat = radiance.dequantize(packed, scales, group_size).astype(np.float64)
+    bound = 2.0**-8 * np.abs(ref) + 2e-6 * (np.abs(x.astype(np.float64)) @ np.abs(w_hat).T) + 1e-6
+    excess = np.abs(got - ref) / bound
+    assert excess.max() <= 1.0, f"seed {seed}: worst error {excess.max():.2f}x the bound"

@@ -2,7 +2,7 @@
 decode shapes; skipped without a GPU build of radiance and a GPU visible to torch.
 
 Eager, compiled and graph-replayed calls run the same kernel on the same inputs, so they must
-agree bit for bit; quantize_rows on the GPU must equal the CPU bit for bit (DESIGN.md); apply on
+agree bit for bit; quantize_rows on the GPU must equal the CPU bit for bit (docs/FORMAT.md); apply on
 the GPU is compared with the CPU within one bf16 rounding (the summation order differs).
 """
 

@@ -1,6 +1,6 @@
 """radiance: the lm_head of a language model as int4 (W4A16), 4x lighter and close to free.
 
-The format (DESIGN.md): symmetric int4 with one bf16 scale per group of ``group_size`` input
+The format (docs/FORMAT.md): symmetric int4 with one bf16 scale per group of ``group_size`` input
 columns, the clip ratio of each group chosen by least squared error ("mse") or fixed at 1
 ("rtn"); nibbles ``q + 8`` packed eight to an int32 word in the order 0,2,4,6,1,3,5,7.
 

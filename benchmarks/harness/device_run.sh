@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# What one lent H200 call runs (see benchmarks/RESULTS.md): build the CUDA extension in place, the
+# GPU tests, a compute-sanitizer memcheck pass, and the benchmarks. Logs and results go to $OUT.
+#
+#   OUT=/tmp/out bash benchmarks/harness/device_run.sh [tests|smoke|bench|all]
+#       (smoke: tests + a short gpu.py)
+#   OUT=/tmp/out bash benchmarks/harness/device_run.sh variants
+#       (the kernel harness alone: the benchmark build, every variant checked against float64,
+#       then timed at 1-16 tokens)
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+OUT=${OUT:-out}
+mkdir -p "$OUT"
+what=${1:-all}
+export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD/python:$PWD/tests"
+
+if [ "$what" = variants ]; then
+    python3 benchmarks/harness/gpu_kernels.py build --log "$OUT/nvcc.log" || { tail -30 "$OUT/nvcc.log"; exit 1; }
+    timeout 300 python3 benchmarks/harness/gpu_kernels.py check >"$OUT/check.log" 2>&1
+    echo "check rc=$? :: $(grep -E 'ALL CHECKS|FAILED' "$OUT/check.log")"
+    grep -A 20 FAILED "$OUT/check.log" | head -25
+    timeout 240 python3 benchmarks/harness/gpu_kernels.py time --quick --ms 1,4,8,12,16 >"$OUT/time.log" 2>&1
+    echo "time rc=$?"
+    grep -E "roofline|ours" "$OUT/time.log"
+    exit 0
+fi
+
+if [ ! -f python/radiance/_C.*.so ] || [ "${REBUILD:-1}" = 1 ]; then
+    rm -f python/radiance/_C.*.so
+    (time RADIANCE_GPU=cuda RADIANCE_GPU_ARCHS=${RADIANCE_GPU_ARCHS:-90} \
+        python3 setup.py -q build_ext --inplace) >"$OUT/build.log" 2>&1 \
+        || { grep -v ptxas "$OUT/build.log" | tail -30; exit 1; }
+fi
+python3 -c "import radiance; print('backend', radiance.gpu_backend(), 'gpus', radiance.gpu_device_count())"
+
+if [ "$what" != bench ]; then  # tests, smoke, all
+    timeout 300 python3 -m pytest -q -p no:cacheprovider tests/test_gpu.py tests/test_gpu_torch.py \
+        tests/test_torch_ops.py >"$OUT/test_gpu.log" 2>&1
+    echo "GPU tests rc=$? :: $(tail -1 "$OUT/test_gpu.log")"
+    timeout 200 compute-sanitizer --tool memcheck --error-exitcode 9 python3 -m pytest -q -x \
+        -p no:cacheprovider tests/test_gpu.py \
+        -k "(equals_cpu and bf16 and mse and outliers) or (matches_float64 and 5120) or hand_made or graphs or refused" \
+        >"$OUT/memcheck.log" 2>&1
+    echo "memcheck rc=$? :: $(grep -E 'ERROR SUMMARY|passed|failed' "$OUT/memcheck.log" | tail -2 | tr '\n' ' ')"
+fi
+if [ "$what" = smoke ]; then
+    timeout 120 python3 benchmarks/gpu.py --heads 49152x576 --m 1,16 --no-quantize --out "$OUT/smoke" \
+        >"$OUT/smoke.log" 2>&1
+    echo "gpu.py smoke rc=$?"; tail -8 "$OUT/smoke.log"
+fi
+if [ "$what" = bench ] || [ "$what" = all ]; then
+    { nvidia-smi; timeout 400 python3 benchmarks/gpu.py --out "$OUT"; } >"$OUT/bench.log" 2>&1
+    echo "gpu.py rc=$?"
+    timeout 120 python3 benchmarks/torch_op.py >"$OUT/torch_op.log" 2>&1
+    echo "torch_op.py rc=$?"
+    tail -40 "$OUT/bench.log"
+    tail -25 "$OUT/torch_op.log"
+fi

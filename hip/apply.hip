@@ -1,0 +1,270 @@
+/*
+ * apply.hip - radiance_gpu_apply: out[m, n] = sum_k x[m, k] * q[n, k] * s[n, k / G] (+ bias[n]) for
+ * the packed int4 format of docs/FORMAT.md, any m. It checks the arguments, plans once (which
+ * kernel path, which tile, the tensor maps it needs) and hands the plan to that path's launcher:
+ *
+ *   no mma.sync (AMD, NVIDIA before sm_80)   vector               apply_vector.hip
+ *   m <= 8, G < 128                          mma, register pipe   apply_mma.hip
+ *   m <= 6, or m <= 8 and k < 2048, G >= 128 stream              apply_stream.hip
+ *   m 7-8 and k >= 2048, G >= 128, sm_90a    wgmma, 8 tokens      apply_wgmma.hip
+ *   m > 8, G >= 128, sm_90a                  wgmma, 16-128 tokens apply_wgmma.hip
+ *   m > 8 elsewhere                          tiled mma.sync       apply_mma.hip
+ *
+ * Where the driver refuses a tensor map the planner takes the wgmma kernel with fewer TMA copies
+ * (32 tokens and more) or the stream / tiled kernel (8 and 16 tokens). The measurements behind
+ * each threshold: docs/PERF_LOG.md, "How the dispatch decides".
+ *
+ * Nothing here allocates or synchronizes, so a call can be captured in a CUDA/HIP graph.
+ */
+#include <atomic>
+#include <string.h>
+
+#include "apply_paths.h"
+#include "compat.h"
+#include "format.h"
+#include "radiance_gpu.h"
+#include "runtime.h"
+
+namespace radiance {
+namespace {
+
+std::atomic<int> g_test_refuse{0}; /* radiance_gpu_test_refuse */
+
+/* The wgmma kernel for `tokens` tokens per block with the tensor maps it needs, encoded into p.
+ * Where the driver refuses one: from 32 tokens the kernel with fewer TMA copies; below that false
+ * (four warpgroups copy by TMA only, and the cp.async activation layout covers 16 tokens). */
+bool plan_wgmma(const ApplyArgs &a, int tokens, int refuse, ApplyPlan *p)
+{
+    p->path = ApplyPath::kWgmma;
+    p->tokens = tokens;
+    p->running_scale = tokens == 128;
+    p->halves = tokens <= 32 ? 1 : 2;
+    p->copy = kCopyTma;
+    const bool x_ok = !(refuse & RADIANCE_GPU_TEST_REFUSE_XMAP) &&
+                      rad_tma_encode_2d(&p->xmap, a.x, 2, (uint64_t)a.m, (uint64_t)a.k, tokens, 64, 1) == 0;
+    const bool w_ok = x_ok && !(refuse & RADIANCE_GPU_TEST_REFUSE_WMAP) &&
+                      rad_tma_encode_2d(&p->wmap, a.packed, 4, (uint64_t)a.n, (uint64_t)(a.k / 8), kWgmmaRows,
+                                        kStepWords, 0) == 0;
+    if (x_ok && w_ok) return true;
+    memset(&p->wmap, 0, sizeof p->wmap);
+    if (!x_ok) memset(&p->xmap, 0, sizeof p->xmap);
+    if (tokens < 32) return false;
+    p->halves = 2;
+    p->copy = x_ok ? kCopyTmaX : kCopyAsync;
+    return true;
+}
+
+/* The automatic choice (docs/PERF_LOG.md has the H200 measurements behind each threshold). */
+ApplyPlan make_plan(const ApplyArgs &a, int refuse)
+{
+    ApplyPlan p;
+    memset(&p, 0, sizeof p);
+    const bool has_mma = !(refuse & RADIANCE_GPU_TEST_NO_MMA) && per_device_cached<rad_device_sm>() >= 80;
+    if (!has_mma) {
+        p.path = ApplyPath::kVector;
+        return p;
+    }
+    /* the stream and wgmma kernels take one scale per row and 128-column step */
+    const bool big_groups = a.group >= 128;
+    auto wgmma = [&]() { return big_groups && !(refuse & RADIANCE_GPU_TEST_NO_WGMMA) && wgmma_built(); };
+    if (a.m <= 8) {
+        /* 7-8 tokens with few steps (262144 x 640: 5) fill the wgmma pipeline too briefly: 59.5
+         * against 47.6 us for the stream kernel there */
+        if (a.m > 6 && a.k >= 2048 && wgmma() && plan_wgmma(a, 8, refuse, &p)) return p;
+        p.row_tiles = p.token_tiles = 1;
+        if (!big_groups) {
+            p.path = ApplyPath::kMma;
+            return p;
+        }
+        /* lanes of tokens past m clamp their activation loads (m = 1: 180 against 188 us) or
+         * skip them (m = 4: 200 against 204) */
+        p.path = ApplyPath::kStream;
+        p.x_mode = a.m <= 2 || a.m > 6 ? kXClamp : kXSkip;
+        return p;
+    }
+    const int tokens = a.m <= 16 ? 16 : a.m <= 32 ? 32 : a.m <= 64 ? 64 : 128;
+    if (wgmma() && plan_wgmma(a, tokens, refuse, &p)) return p;
+    p.path = ApplyPath::kTile;
+    p.row_tiles = 2;
+    p.token_tiles = (tokens < 64 ? tokens : 64) / 8;
+    return p;
+}
+
+rad_error_t launch(const ApplyArgs &a, const ApplyPlan &p)
+{
+    switch (p.path) {
+    case ApplyPath::kVector: return launch_vector(a, p);
+    case ApplyPath::kMma: return launch_mma(a, p);
+    case ApplyPath::kTile: return launch_tile(a, p);
+    case ApplyPath::kStream: return launch_stream(a, p);
+    case ApplyPath::kWgmma: return launch_wgmma(a, p);
+#if defined(RADIANCE_KERNEL_VARIANTS)
+    case ApplyPath::kStreamSharedX: return launch_stream_shared_x(a, p);
+#endif
+    }
+    return (rad_error_t)RADIANCE_GPU_EINVAL;
+}
+
+/* The checks of radiance_gpu_apply (radiance_gpu.h): 0 or RADIANCE_GPU_EINVAL. An empty output
+ * (m or n zero) needs no pointers. */
+int check_args(const uint16_t *x, int64_t m, int64_t k, const int32_t *packed, const uint16_t *scales,
+               const uint16_t *bias, int64_t n, int group_size, uint16_t *out)
+{
+    if (m < 0 || n < 0 || k <= 0) return RADIANCE_GPU_EINVAL;
+    if (!RAD_GROUP_OK(group_size) || k % group_size != 0) return RADIANCE_GPU_EINVAL;
+    if (m == 0 || n == 0) return 0;
+    if (x == NULL || packed == NULL || scales == NULL || out == NULL) return RADIANCE_GPU_EINVAL;
+    if (((uintptr_t)x & 15u) != 0 || ((uintptr_t)packed & 15u) != 0) return RADIANCE_GPU_EINVAL;
+    if (((uintptr_t)scales & 1u) != 0 || ((uintptr_t)out & 1u) != 0 || ((uintptr_t)bias & 1u) != 0)
+        return RADIANCE_GPU_EINVAL;
+    return 0;
+}
+
+} // namespace
+} // namespace radiance
+
+extern "C" int radiance_gpu_apply(const uint16_t *x, int64_t m, int64_t k, const int32_t *packed,
+                                  const uint16_t *scales, const uint16_t *bias, int64_t n, int group_size,
+                                  uint16_t *out, void *stream)
+{
+    using namespace radiance;
+    const int bad = check_args(x, m, k, packed, scales, bias, n, group_size, out);
+    if (bad != 0 || m == 0 || n == 0) return bad;
+    const ApplyArgs a = {x, m, k, packed, scales, bias, n, group_size, out, (rad_stream_t)stream};
+    return (int)launch(a, make_plan(a, g_test_refuse.load(std::memory_order_relaxed)));
+}
+
+extern "C" int radiance_gpu_test_refuse(int flags)
+{
+    return radiance::g_test_refuse.exchange(flags);
+}
+
+#if defined(RADIANCE_KERNEL_VARIANTS)
+/* ------------------------------------------------------------------------------------------ */
+/* The benchmark build: every kernel by number, for benchmarks/harness/gpu_kernels.py (VARIANTS  */
+/* there). Not in radiance_gpu.h and not in the library setup.py builds.                       */
+/* ------------------------------------------------------------------------------------------ */
+namespace radiance {
+namespace {
+
+enum {
+    kAuto = 0,
+    kVector = 1,
+    kMma1x1 = 2,
+    kTile2x2 = 3,
+    kTile2x4 = 4,
+    kTile2x8 = 5,
+    kStream = 6,
+    kStreamM2 = 7,
+    kWgmma32 = 8,
+    kWgmma64 = 9,
+    kWgmmaTma32 = 10,
+    kWgmmaTma64 = 11,
+    kWgmmaRs128 = 12,
+    kWgPipe32 = 13,
+    kWgPipe64 = 14,
+    kWgPipeRs128 = 15,
+    kWgPipe16 = 16,
+    kWgQuad8 = 17,
+    kWgQuad16 = 18,
+    kWgQuad32 = 19,
+    kStreamSkipX = 20,
+    kStreamXs = 21,
+    kStreamXs2 = 22,
+    kStreamXs2Ss2 = 23,
+    kVariants = 24
+};
+
+/* The wgmma kernel with exactly this copy mode, or false where it cannot run here. */
+bool variant_wgmma(const ApplyArgs &a, int tokens, int copy, int halves, ApplyPlan *p)
+{
+    if (a.group < 128 || !wgmma_built()) return false;
+    p->path = ApplyPath::kWgmma;
+    p->tokens = tokens;
+    p->copy = copy;
+    p->halves = halves;
+    p->running_scale = tokens == 128;
+    if (copy >= kCopyTmaX && rad_tma_encode_2d(&p->xmap, a.x, 2, (uint64_t)a.m, (uint64_t)a.k, tokens, 64, 1) != 0)
+        return false;
+    if (copy == kCopyTma && rad_tma_encode_2d(&p->wmap, a.packed, 4, (uint64_t)a.n, (uint64_t)(a.k / 8), kWgmmaRows,
+                                              kStepWords, 0) != 0)
+        return false;
+    return true;
+}
+
+/* The plan of a variant: 0, RADIANCE_GPU_ENOFIT where the variant cannot run here (no mma.sync,
+ * G < 128 for the stream and wgmma kernels, no sm_90a kernel, a tensor map refused). */
+int variant_plan(const ApplyArgs &a, int variant, ApplyPlan *p)
+{
+    memset(p, 0, sizeof *p);
+    if (variant == kAuto) {
+        *p = make_plan(a, g_test_refuse.load(std::memory_order_relaxed));
+        return 0;
+    }
+    if (variant == kVector) {
+        p->path = ApplyPath::kVector;
+        return 0;
+    }
+    if (per_device_cached<rad_device_sm>() < 80) return RADIANCE_GPU_ENOFIT;
+    const bool big_groups = a.group >= 128;
+    bool ok = true;
+    switch (variant) {
+    case kMma1x1: p->path = ApplyPath::kMma; p->row_tiles = p->token_tiles = 1; break;
+    case kTile2x2: p->path = ApplyPath::kTile; p->row_tiles = 2; p->token_tiles = 2; break;
+    case kTile2x4: p->path = ApplyPath::kTile; p->row_tiles = 2; p->token_tiles = 4; break;
+    case kTile2x8: p->path = ApplyPath::kTile; p->row_tiles = 2; p->token_tiles = 8; break;
+    case kStream:
+    case kStreamM2:
+    case kStreamSkipX:
+        p->path = ApplyPath::kStream;
+        p->row_tiles = variant == kStreamM2 ? 2 : 1;
+        p->token_tiles = 1;
+        p->x_mode = variant == kStreamSkipX ? kXSkip : kXClamp;
+        ok = big_groups;
+        break;
+    case kStreamXs:
+    case kStreamXs2:
+    case kStreamXs2Ss2:
+        p->path = ApplyPath::kStreamSharedX;
+        p->row_tiles = 1;
+        p->token_tiles = variant == kStreamXs ? 1 : 2;
+        p->super_step = variant == kStreamXs2Ss2 ? 2 : 4;
+        p->x_mode = kXShared;
+        ok = big_groups;
+        break;
+    case kWgmma32: ok = variant_wgmma(a, 32, kCopyAsync, 2, p); break;
+    case kWgmma64: ok = variant_wgmma(a, 64, kCopyAsync, 2, p); break;
+    case kWgmmaTma32: ok = variant_wgmma(a, 32, kCopyTmaX, 2, p); break;
+    case kWgmmaTma64: ok = variant_wgmma(a, 64, kCopyTmaX, 2, p); break;
+    case kWgmmaRs128: ok = variant_wgmma(a, 128, kCopyTmaX, 2, p); break;
+    case kWgPipe32: ok = variant_wgmma(a, 32, kCopyTma, 2, p); break;
+    case kWgPipe64: ok = variant_wgmma(a, 64, kCopyTma, 2, p); break;
+    case kWgPipeRs128: ok = variant_wgmma(a, 128, kCopyTma, 2, p); break;
+    case kWgPipe16: ok = variant_wgmma(a, 16, kCopyTma, 2, p); break;
+    case kWgQuad8: ok = variant_wgmma(a, 8, kCopyTma, 1, p); break;
+    case kWgQuad16: ok = variant_wgmma(a, 16, kCopyTma, 1, p); break;
+    case kWgQuad32: ok = variant_wgmma(a, 32, kCopyTma, 1, p); break;
+    default: return RADIANCE_GPU_EINVAL;
+    }
+    return ok ? 0 : RADIANCE_GPU_ENOFIT;
+}
+
+} // namespace
+} // namespace radiance
+
+/* radiance_gpu_apply with the kernel chosen by number (0: the automatic plan). */
+extern "C" int radiance_gpu_apply_variant(int variant, const uint16_t *x, int64_t m, int64_t k,
+                                          const int32_t *packed, const uint16_t *scales, const uint16_t *bias,
+                                          int64_t n, int group_size, uint16_t *out, void *stream)
+{
+    using namespace radiance;
+    if (variant < 0 || variant >= kVariants) return RADIANCE_GPU_EINVAL;
+    const int bad = check_args(x, m, k, packed, scales, bias, n, group_size, out);
+    if (bad != 0 || m == 0 || n == 0) return bad;
+    const ApplyArgs a = {x, m, k, packed, scales, bias, n, group_size, out, (rad_stream_t)stream};
+    ApplyPlan p;
+    const int err = variant_plan(a, variant, &p);
+    if (err != 0) return err;
+    return (int)launch(a, p);
+}
+#endif /* RADIANCE_KERNEL_VARIANTS */

@@ -1,0 +1,41 @@
+/*
+ * apply_common.h - device helpers that more than one apply kernel path uses: the bf16 output with
+ * the bias, one code of a packed word, and the matrix paths' dequantization of a nibble pair.
+ */
+#ifndef RADIANCE_APPLY_COMMON_H
+#define RADIANCE_APPLY_COMMON_H
+
+#include <stdint.h>
+
+#include "compat.h"
+#include "format.h"
+#include "ptx_sm80.h"
+
+namespace radiance {
+
+__device__ __forceinline__ uint16_t out_bf16(float acc, const uint16_t *bias, int64_t row)
+{
+    if (bias != NULL) acc += rad_bf16_to_float(bias[row]);
+    return rad_float_to_bf16_rne(acc);
+}
+
+/* q (-8..7) of element e (0..7) of a packed word (nibble order: docs/FORMAT.md) */
+__device__ __forceinline__ float word_q(uint32_t w, int e)
+{
+    constexpr int kShift[8] = RAD_NIBBLE_SHIFTS;
+    return (float)((int)((w >> kShift[e]) & 15u) - RAD_NIBBLE_ZERO);
+}
+
+#if defined(RAD_HAS_MMA_BF16)
+__device__ __forceinline__ uint32_t dequant_pair(uint32_t w, int shift)
+{
+    /* one LOP3: (w >> shift) & 0x000F000F | 0x43004300 is two bf16 values 128 + nibble */
+    const uint32_t biased = rad_nibble_pair_or(w >> shift, 0x43004300u);
+    return rad_fma_bf16x2(biased, 0x3F803F80u /* 1, 1 */, 0xC308C308u /* -136, -136 */);
+}
+
+#endif
+
+} // namespace radiance
+
+#endif /* RADIANCE_APPLY_COMMON_H */

@@ -1,0 +1,103 @@
+/*
+ * apply_paths.h - what the apply entry (apply.hip) hands to the kernel paths: the checked
+ * arguments, the plan (which path, which tile, the tensor maps), and one launcher per path. The
+ * planner decides everything once, the launchers launch exactly the kernel the plan names and
+ * choose nothing. The paths and when each is taken: docs/PERF_LOG.md, "How the dispatch decides".
+ *
+ * Builds with RADIANCE_KERNEL_VARIANTS (benchmarks/harness/gpu_kernels.py only, never setup.py)
+ * also hold the measured alternatives that the planner never picks, for the kernel harness.
+ */
+#ifndef RADIANCE_APPLY_PATHS_H
+#define RADIANCE_APPLY_PATHS_H
+
+#include <stdint.h>
+
+#include "compat.h"
+#include "radiance_gpu.h"
+
+#if defined(RADIANCE_KERNEL_VARIANTS)
+/* radiance_gpu_apply_variant: the variant cannot run here (its kernel needs what this GPU, this
+ * group size or this driver lacks, or its data do not fit in shared memory) */
+#define RADIANCE_GPU_ENOFIT (-2)
+#endif
+
+namespace radiance {
+
+/* radiance_gpu_apply's arguments, checked (apply.hip): pointers aligned, group allowed, k % group
+ * == 0, m, n > 0. */
+struct ApplyArgs {
+    const uint16_t *x; /* bf16 [m, k] */
+    int64_t m, k;
+    const int32_t *packed; /* [n, k / 8] */
+    const uint16_t *scales; /* bf16 [n, k / group] */
+    const uint16_t *bias;   /* bf16 [n] or NULL */
+    int64_t n;
+    int group;
+    uint16_t *out; /* bf16 [m, n] */
+    rad_stream_t stream;
+};
+
+enum class ApplyPath {
+    kVector, /* fp32 FMAs, one wave per row (AMD, NVIDIA before sm_80): apply_vector.hip */
+    kMma,    /* mma.sync, register pipeline, a warp per 16 rows (few tokens, G < 128): apply_mma.hip */
+    kTile,   /* mma.sync, activations shared by 8 warps through shared memory: apply_mma.hip */
+    kStream, /* mma.sync, weights through a per-warp cp.async ring (few tokens, G >= 128): apply_stream.hip */
+    kWgmma,  /* sm_90a warpgroup MMA fed by TMA (G >= 128): apply_wgmma.hip */
+#if defined(RADIANCE_KERNEL_VARIANTS)
+    kStreamSharedX, /* kStream with the activations in shared memory, one block per SM */
+#endif
+};
+
+/* kStream: how a warp reads the activations of its tokens. From global memory (through L1), lanes
+ * of tokens past m loading token m - 1 (kXClamp: the addresses of a lane of the last token, so no
+ * extra traffic and no per-step test; faster for 1-2 tokens) or loading nothing (kXSkip: faster
+ * for 3-6 tokens, H200); or from shared memory (kXShared, kStreamSharedX), where the block has put
+ * them in the order the lanes read them. */
+enum StreamX { kXClamp = 0, kXSkip = 1, kXShared = 2 };
+
+/* kWgmma: how a step's weights and activations reach shared memory. */
+enum WgmmaCopy {
+    kCopyAsync = 0, /* both by 16-byte cp.async, a block barrier per step */
+    kCopyTmaX = 1,  /* activations by TMA (needs xmap), weights by cp.async */
+    kCopyTma = 2,   /* both by TMA (needs xmap and wmap), mbarrier ring, no block barrier */
+};
+
+/* Shapes the plan and the kernels agree on. */
+constexpr int kStepWords = 16; /* one k step of the mma kernels: 16 packed words = 128 columns */
+constexpr int kWgmmaRows = 256; /* rows per block of the wgmma kernel */
+
+struct ApplyPlan {
+    ApplyPath path;
+    /* kMma, kTile, kStream: 16-row m-tiles per warp and 8-token n-tiles per warp */
+    int row_tiles, token_tiles;
+    int x_mode; /* kStream: StreamX */
+    /* kWgmma: tokens per block (8 .. 128), WgmmaCopy, 64-row halves per warpgroup (1: four
+     * warpgroups; 2: two, ping-pong), running scale (128 tokens) */
+    int tokens, copy, halves;
+    bool running_scale;
+#if defined(RADIANCE_KERNEL_VARIANTS)
+    int super_step; /* kStreamSharedX: steps per ring slot */
+#endif
+    /* kWgmma with copy kCopyTmaX (xmap) or kCopyTma (both), encoded by the planner */
+    rad_tma_desc_t xmap, wmap;
+};
+
+/* The launchers: each launches the kernel the plan names on a.stream and returns the launch's
+ * error (RADIANCE_GPU_EINVAL for a plan this build holds no kernel for, or a grid too large). */
+rad_error_t launch_vector(const ApplyArgs &a, const ApplyPlan &p);
+rad_error_t launch_mma(const ApplyArgs &a, const ApplyPlan &p);
+rad_error_t launch_tile(const ApplyArgs &a, const ApplyPlan &p);
+rad_error_t launch_stream(const ApplyArgs &a, const ApplyPlan &p);
+rad_error_t launch_wgmma(const ApplyArgs &a, const ApplyPlan &p);
+#if defined(RADIANCE_KERNEL_VARIANTS)
+/* RADIANCE_GPU_ENOFIT where the activations do not fit in shared memory beside the rings */
+rad_error_t launch_stream_shared_x(const ApplyArgs &a, const ApplyPlan &p);
+#endif
+
+/* Whether this build holds the wgmma kernel for the current device (an sm_90a binary on an sm_90
+ * GPU), looked up once per device. */
+bool wgmma_built(void);
+
+} // namespace radiance
+
+#endif /* RADIANCE_APPLY_PATHS_H */

@@ -1,0 +1,63 @@
+/*
+ * ptx_sm80.h - NVIDIA instructions of sm_80 and later that the apply kernels use: mma.sync
+ * m16n8k16 bf16 -> fp32, cp.async, and the LOP3 / bf16x2 FMA of the nibble dequantization.
+ * RAD_HAS_MMA_BF16 says whether the current device pass has them; elsewhere (host passes, AMD,
+ * older NVIDIA GPUs) nothing is defined and the kernels that need them compile to empty bodies.
+ */
+#ifndef RADIANCE_PTX_SM80_H
+#define RADIANCE_PTX_SM80_H
+
+#include "compat.h"
+
+#if defined(RAD_CUDA) && defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 800)
+#define RAD_HAS_MMA_BF16 1
+/* c += A(16x16, row) * B(16x8, col); a: 4 regs of bf16x2, b: 2 regs of bf16x2 (PTX fragment     */
+/* layout for m16n8k16).                                                                         */
+__device__ __forceinline__ void rad_mma_bf16_m16n8k16(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1)
+{
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+/* Asynchronous 16-byte global -> shared copy (L2 only); zero-fills when !valid (no read). */
+__device__ __forceinline__ void rad_cp_async_16(void *smem, const void *gmem, bool valid)
+{
+    const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(s), "l"(gmem), "r"(valid ? 16 : 0)
+                 : "memory");
+}
+/* The same, always 16 bytes, to a shared-memory address already in the shared window (the value
+ * __cvta_generic_to_shared gives): no size operand and no conversion per copy. */
+__device__ __forceinline__ void rad_cp_async_16_full(unsigned smem, const void *gmem)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(smem), "l"(gmem) : "memory");
+}
+__device__ __forceinline__ void rad_cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void rad_cp_async_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
+/* (a & 0x000F000F) | c in one LOP3 (with two immediates the compiler emits two instructions). */
+__device__ __forceinline__ uint32_t rad_nibble_pair_or(uint32_t a, uint32_t c)
+{
+    uint32_t d;
+    asm("lop3.b32 %0, %1, 0x000F000F, %2, 0xEA;" : "=r"(d) : "r"(a), "r"(c));
+    return d;
+}
+/* d = A * B (the accumulator starts at zero: no registers to clear first). */
+__device__ __forceinline__ void rad_mma_bf16_m16n8k16_zero(float d[4], const uint32_t a[4], uint32_t b0, uint32_t b1)
+{
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%10,%10,%10,%10};"
+        : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(0.0f));
+}
+/* Two bf16 lanes: a * b + c, one rounding each (exact for the small integers it is used on). */
+__device__ __forceinline__ uint32_t rad_fma_bf16x2(uint32_t a, uint32_t b, uint32_t c)
+{
+    uint32_t d;
+    asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+    return d;
+}
+#endif
+
+#endif /* RADIANCE_PTX_SM80_H */

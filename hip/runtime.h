@@ -1,0 +1,44 @@
+/*
+ * runtime.h - host-side runtime helpers of the kernels: the current device's properties, looked
+ * up once per device, and the TMA tensor-map encoder. Host code only; runtime.hip defines them
+ * (beside the backend name, error strings and device selection of radiance_gpu.h).
+ */
+#ifndef RADIANCE_RUNTIME_H
+#define RADIANCE_RUNTIME_H
+
+#include <stdint.h>
+
+#include "compat.h"
+
+/* Multiprocessor count of the current device (1 on failure, so grids stay valid). */
+int rad_sm_count(void);
+
+/* Compute capability major.minor * 10 of the current device (NVIDIA), 0 on AMD or on failure. */
+int rad_device_sm(void);
+
+/* Largest dynamic shared memory a block may opt in to on the current device (0 on failure). */
+int rad_smem_optin(void);
+
+/* Registers per thread of a compiled kernel (cudaFuncGetAttributes), -1 where it cannot be read
+ * (AMD, or no binary for the current device). */
+int rad_func_num_regs(const void *kernel);
+
+/* F() for the current device, looked up once per device (F answers >= 0). */
+template <int (*F)(void)>
+int per_device_cached(void)
+{
+    static int cache[64];
+    int dev = 0;
+    if (rad_get_device(&dev) != RAD_SUCCESS || dev < 0 || dev >= 64) return F();
+    if (cache[dev] == 0) cache[dev] = F() + 1; /* +1: 0 means "not looked up" */
+    return cache[dev] - 1;
+}
+
+/* Describes a row-major [rows, cols] matrix of 2-byte (bf16) or 4-byte (int32) elements at base,
+ * read in boxes of box_cols x box_rows, with the 128-byte swizzle that wgmma's shared-memory
+ * operands use (swizzle128) or none; boxes past the end read as zeros. Returns 0 on success, -1
+ * where there is no such engine or the driver refuses (the planner then takes a path without). */
+int rad_tma_encode_2d(rad_tma_desc_t *desc, const void *base, int elem_bytes, uint64_t rows, uint64_t cols,
+                      uint32_t box_rows, uint32_t box_cols, int swizzle128);
+
+#endif /* RADIANCE_RUNTIME_H */
