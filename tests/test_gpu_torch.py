@@ -8,6 +8,8 @@ the GPU is compared with the CPU within one bf16 rounding (the summation order d
 
 import pytest
 
+import radiance
+
 torch = pytest.importorskip("torch")
 
 from radiance import torch_ops  # noqa: E402  (needs torch: registers the ops)
@@ -157,19 +159,17 @@ def test_embedding_int4_on_gpu(head):
 
 def test_vllm_style_chunked_quantize_on_gpu_equals_whole():
     """radiance.vllm quantizes a head in row chunks into one preallocated buffer."""
-    from radiance.vllm import _quantize_into
+    from radiance.vllm import shards
 
     w = _head(3000, 512, seed=70)
     words = torch.empty((3072, 64), dtype=torch.int32, device=DEV)
     scales = torch.empty((3072, 4), dtype=torch.bfloat16, device=DEV)
-    import radiance.vllm as rv
-
-    old = rv.CHUNK_BYTES
-    rv.CHUNK_BYTES = 512 * 2 * 700  # 700 rows a chunk: chunks straddle the padding
+    old = shards.CHUNK_BYTES
+    shards.CHUNK_BYTES = 512 * 2 * 700  # 700 rows a chunk: chunks straddle the padding
     try:
-        _quantize_into(w, words, scales, 128, "mse")
+        shards.quantize_into(w, words, scales, 128, "mse")
     finally:
-        rv.CHUNK_BYTES = old
+        shards.CHUNK_BYTES = old
     padded = torch.cat([w, torch.zeros(72, 512, dtype=w.dtype, device=DEV)])
     ref_words, ref_scales = torch.ops.radiance.quantize_rows(padded.cpu(), 128, "mse")
     assert torch.equal(words.cpu(), ref_words) and torch.equal(scales.cpu(), ref_scales)
