@@ -957,8 +957,9 @@ def test_tp2_shard_act_uses_the_same_statistics(plugin, quark_config, monkeypatc
     assert "not its hash" in caplog.text
 
 
-def _tp_rank_main(rank, world_size, port, queue):
-    """One rank of a real TP=2 run: gloo, vLLM's model-parallel groups, gathered logits."""
+def _tp_rank_main(rank, world_size, port, queue, stats_path):
+    """One rank of a real TP=2 run: gloo, vLLM's model-parallel groups, gathered logits of an
+    mse head, then of an act head whose statistics every rank reads from stats_path."""
     os.environ["VLLM_TARGET_DEVICE"] = "cpu"
     os.environ["RADIANCE_LMHEAD_INT4"] = "1"
     os.environ["VLLM_PLUGINS"] = "radiance"
@@ -976,16 +977,23 @@ def _tp_rank_main(rank, world_size, port, queue):
                 world_size=world_size, rank=rank, local_rank=rank, backend="gloo",
                 distributed_init_method=f"tcp://127.0.0.1:{port}")
             parallel_state.initialize_model_parallel(world_size)
-            head = _head(QuarkConfig.from_config(QUARK_CONFIG), bias=True)
             w, x = _weights(22), _hidden_states(23)
             bias = torch.randn(VOCAB, generator=torch.Generator().manual_seed(24))
-            _load(head, w, bias.to(torch.bfloat16))
-            head.quant_method.process_weights_after_loading(head)
-            logits = _logits(head, x, head.bias)
-            if logits is None:  # vLLM gathers to rank 0 only on this platform
-                queue.put((rank, None))
-            else:
-                queue.put((rank, _to_numpy(logits).view(np.int16).copy()))
+            results = []
+            for clip in ("mse", "act"):
+                if clip == "act":
+                    os.environ["RADIANCE_LMHEAD_INT4_CLIP"] = "act"
+                    os.environ["RADIANCE_LMHEAD_INT4_STATS"] = stats_path
+                    rv.reload_settings()
+                head = _head(QuarkConfig.from_config(QUARK_CONFIG), bias=True)
+                assert head.quant_method.clip == clip
+                _load(head, w, bias.to(torch.bfloat16))
+                head.quant_method.process_weights_after_loading(head)
+                logits = _logits(head, x, head.bias)
+                # vLLM gathers to rank 0 only on this platform
+                results.append(None if logits is None else
+                               _to_numpy(logits).view(np.int16).copy())
+            queue.put((rank, None if results[0] is None else results))
             parallel_state.destroy_model_parallel()
             parallel_state.destroy_distributed_environment()
     except BaseException as error:  # the parent reports it
@@ -995,15 +1003,18 @@ def _tp_rank_main(rank, world_size, port, queue):
 
 
 @needs_vllm
-def test_tp2_two_gloo_processes():
+def test_tp2_two_gloo_processes(tmp_path):
     import multiprocessing
 
     import torch
 
+    a = _activation_sq(25)
+    stats_path = _write_stats(tmp_path / "stats.safetensors", _weights(22), a)
     context = multiprocessing.get_context("spawn")
     queue = context.Queue()
     port = _free_port()
-    ranks = [context.Process(target=_tp_rank_main, args=(r, 2, port, queue)) for r in range(2)]
+    ranks = [context.Process(target=_tp_rank_main, args=(r, 2, port, queue, stats_path))
+             for r in range(2)]
     for process in ranks:
         process.start()
     results = dict(queue.get(timeout=540) for _ in ranks)
@@ -1014,7 +1025,11 @@ def test_tp2_two_gloo_processes():
     w, x = _weights(22), _hidden_states(23)
     bias = torch.randn(VOCAB, generator=torch.Generator().manual_seed(24)).to(torch.bfloat16)
     expected, _, _ = _reference_logits(w, x, bias)
+    packed, scales = _quantize_act(w, a)
+    expected_act = radiance.apply(_to_numpy(x), packed, scales, _to_numpy(bias), group_size=GROUP)
+    assert not np.array_equal(expected_act, expected)
     gathered = [r for r in results.values() if r is not None]
     assert gathered, "no rank returned the gathered logits"
-    for logits in gathered:
-        np.testing.assert_array_equal(logits.view(ml_dtypes.bfloat16), expected)
+    for mse_logits, act_logits in gathered:
+        np.testing.assert_array_equal(mse_logits.view(ml_dtypes.bfloat16), expected)
+        np.testing.assert_array_equal(act_logits.view(ml_dtypes.bfloat16), expected_act)
