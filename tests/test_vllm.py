@@ -132,6 +132,27 @@ def test_chunked_quantize_equals_whole(monkeypatch):
     assert torch.equal(words, ref_words) and torch.equal(scales, ref_scales)
 
 
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+def test_chunked_act_quantize_equals_radiance(monkeypatch, device):
+    """clip act through the plugin's chunked quantizer, on the CPU and (where there is one) the
+    GPU: every chunk uses the whole statistics vector; bit for bit radiance's CPU result."""
+    torch = pytest.importorskip("torch")
+    if device == "cuda" and (not torch.cuda.is_available() or radiance.gpu_backend() == "none"):
+        pytest.skip("no GPU, or radiance built without GPU kernels")
+    w = (torch.randn(300, 256, generator=torch.Generator().manual_seed(90)) * 0.02).bfloat16()
+    a = _activation_sq(91)
+    words = torch.empty((320, 32), dtype=torch.int32, device=device)
+    scales = torch.empty((320, 4), dtype=torch.bfloat16, device=device)
+    monkeypatch.setattr(shards, "CHUNK_BYTES", 256 * 2 * 70)
+    shards.quantize_into(w.to(device), words, scales, 64, "act", a)
+    padded = torch.cat([w, torch.zeros(20, 256, dtype=w.dtype)])
+    ref_words, ref_scales = radiance.quantize_rows(padded, group_size=64, clip="act",
+                                                   activation_sq=a)
+    assert torch.equal(words.cpu(), ref_words) and torch.equal(scales.cpu(), ref_scales)
+    mse_words, _ = radiance.quantize_rows(padded, group_size=64, clip="mse")
+    assert not torch.equal(ref_words, mse_words)
+
+
 def test_fitting_group_sizes():
     assert rv.fitting_group_sizes(5120) == [32, 64, 128, 256]
     assert rv.fitting_group_sizes(320) == [32, 64]
@@ -491,7 +512,7 @@ def test_act_head_uses_the_statistics_file(monkeypatch, plugin, quark_config, tm
     _load(head, w)
     with caplog.at_level(logging.INFO, logger="vllm.radiance"):
         head.quant_method.process_weights_after_loading(head)
-    assert "int4 g64 (act)" in caplog.text
+    assert "int4 g64 (act)" in caplog.text and "64 tokens, measured on this lm_head" in caplog.text
     words, scales = head.weight.view(torch.int32), head.weight_scale
     packed, ref_scales = _quantize_act(w, a, 64)
     np.testing.assert_array_equal(words[:VOCAB].numpy(), packed)

@@ -143,9 +143,8 @@ class RadianceLMHeadInt4(UnquantizedEmbeddingMethod):
 class RadianceLMHeadInt4Copy(RadianceLMHeadInt4):
     """The int4 method as vLLM's lm_head copy machinery builds it: `_LM_HEAD_METHODS["int4"]()`,
     no arguments, so group size, clip and statistics come from RADIANCE_LMHEAD_INT4_GS / _CLIP /
-    _STATS. The copy's
-    weight is a new Parameter on the source's storage; it is quantized from there, so the
-    source stays as it is and no float copy is made."""
+    _STATS. The copy's weight is a new Parameter on the source's storage; it is quantized from
+    there, so the source stays as it is and no float copy is made."""
 
     is_copy = True
 
