@@ -132,10 +132,72 @@ def test_chunked_quantize_equals_whole(monkeypatch):
     assert torch.equal(words, ref_words) and torch.equal(scales, ref_scales)
 
 
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+def test_chunked_act_quantize_equals_radiance(monkeypatch, device):
+    """clip act through the plugin's chunked quantizer, on the CPU and (where there is one) the
+    GPU: every chunk uses the whole statistics vector; bit for bit radiance's CPU result."""
+    torch = pytest.importorskip("torch")
+    if device == "cuda" and (not torch.cuda.is_available() or radiance.gpu_backend() == "none"):
+        pytest.skip("no GPU, or radiance built without GPU kernels")
+    w = (torch.randn(300, 256, generator=torch.Generator().manual_seed(90)) * 0.02).bfloat16()
+    a = _activation_sq(91)
+    words = torch.empty((320, 32), dtype=torch.int32, device=device)
+    scales = torch.empty((320, 4), dtype=torch.bfloat16, device=device)
+    monkeypatch.setattr(shards, "CHUNK_BYTES", 256 * 2 * 70)
+    shards.quantize_into(w.to(device), words, scales, 64, "act", a)
+    padded = torch.cat([w, torch.zeros(20, 256, dtype=w.dtype)])
+    ref_words, ref_scales = radiance.quantize_rows(padded, group_size=64, clip="act",
+                                                   activation_sq=a)
+    assert torch.equal(words.cpu(), ref_words) and torch.equal(scales.cpu(), ref_scales)
+    mse_words, _ = radiance.quantize_rows(padded, group_size=64, clip="mse")
+    assert not torch.equal(ref_words, mse_words)
+
+
 def test_fitting_group_sizes():
     assert rv.fitting_group_sizes(5120) == [32, 64, 128, 256]
     assert rv.fitting_group_sizes(320) == [32, 64]
     assert rv.fitting_group_sizes(200) == []
+
+
+def test_knobs_follow_the_format_module():
+    from radiance import format as fmt
+
+    assert rv.GROUP_SIZES == fmt.GROUP_SIZES and rv.CLIP_MODES == fmt.CLIP_MODES
+    assert rv.read_settings({}) == rv.Settings(False, fmt.DEFAULT_GROUP_SIZE, fmt.DEFAULT_CLIP)
+    for group in fmt.GROUP_SIZES:
+        assert rv.read_settings({"RADIANCE_LMHEAD_INT4_GS": str(group)}).group_size == group
+
+
+def test_act_knob_takes_the_statistics_file(tmp_path):
+    stats = tmp_path / "stats.safetensors"
+    stats.write_bytes(b"")  # only its existence is checked with the knobs
+    env = {"RADIANCE_LMHEAD_INT4": "1", "RADIANCE_LMHEAD_INT4_CLIP": "ACT",
+           "RADIANCE_LMHEAD_INT4_STATS": f" {stats} "}
+    assert rv.read_settings(env) == rv.Settings(True, 128, "act", stats=str(stats))
+    assert rv.read_settings(dict(env, RADIANCE_DRAFT_LMHEAD_INT4="1")).stats == str(stats)
+
+
+@pytest.mark.parametrize("env, names", [
+    ({"RADIANCE_LMHEAD_INT4_CLIP": "act"},
+     ["RADIANCE_LMHEAD_INT4_CLIP=act", "RADIANCE_LMHEAD_INT4_STATS", "radiance calibrate"]),
+    ({"RADIANCE_LMHEAD_INT4_CLIP": "act", "RADIANCE_LMHEAD_INT4_STATS": "  "},
+     ["RADIANCE_LMHEAD_INT4_CLIP=act", "RADIANCE_LMHEAD_INT4_STATS"]),
+    ({"RADIANCE_LMHEAD_INT4_STATS": "{file}"},
+     ["RADIANCE_LMHEAD_INT4_STATS=", "RADIANCE_LMHEAD_INT4_CLIP is mse", "act"]),
+    ({"RADIANCE_LMHEAD_INT4_CLIP": "0", "RADIANCE_LMHEAD_INT4_STATS": "{file}"},
+     ["RADIANCE_LMHEAD_INT4_STATS=", "RADIANCE_LMHEAD_INT4_CLIP is rtn"]),
+    ({"RADIANCE_LMHEAD_INT4_CLIP": "act", "RADIANCE_LMHEAD_INT4_STATS": "{file}.missing"},
+     ["RADIANCE_LMHEAD_INT4_STATS=", "no such file"]),
+    ({"RADIANCE_LMHEAD_INT4_CLIP": "awq"}, ["RADIANCE_LMHEAD_INT4_CLIP", "act"]),
+])
+def test_act_and_statistics_knobs_go_together(tmp_path, env, names):
+    stats = tmp_path / "stats.safetensors"
+    stats.write_bytes(b"")
+    env = {name: value.replace("{file}", str(stats)) for name, value in env.items()}
+    with pytest.raises(ValueError) as info:
+        rv.read_settings(env)
+    for name in names:
+        assert name in str(info.value)
 
 
 # --- helpers -------------------------------------------------------------------------------------
@@ -192,6 +254,37 @@ def _reference_logits(w, x, bias=None, group_size=GROUP, clip="mse"):
     return radiance.apply(xb, packed, scales, b, group_size=group_size), packed, scales
 
 
+def _activation_sq(seed, hidden=HIDDEN):
+    """E[x^2] with a few outlier channels, as real final hidden states have them."""
+    rng = np.random.default_rng(seed)
+    a = rng.lognormal(0.0, 0.5, size=hidden).astype(np.float32)
+    a[rng.choice(hidden, 4, replace=False)] *= 400.0
+    return a
+
+
+def _write_stats(path, head, a, tokens=64):
+    """A statistics file of `head` (a torch weight [vocab, hidden]) as `radiance calibrate`
+    writes it."""
+    from radiance import calibration
+
+    calibration.save_stats(path, a, tokens=tokens, head=_to_numpy(head), model_path="test")
+    return str(path)
+
+
+def _use_act(monkeypatch, path, group=None):
+    monkeypatch.setenv("RADIANCE_LMHEAD_INT4_CLIP", "act")
+    monkeypatch.setenv("RADIANCE_LMHEAD_INT4_STATS", str(path))
+    if group is not None:
+        monkeypatch.setenv("RADIANCE_LMHEAD_INT4_GS", str(group))
+    rv.reload_settings()
+
+
+def _quantize_act(w, a, group_size=GROUP):
+    """radiance's own act quantization of the rows of torch weight w: (words, scales) NumPy."""
+    return radiance.quantize_rows(_to_numpy(w), group_size=group_size, clip="act",
+                                  activation_sq=a)
+
+
 # --- vLLM fixtures -------------------------------------------------------------------------------
 
 
@@ -225,6 +318,7 @@ def plugin(monkeypatch, vllm_state):
     monkeypatch.setenv("RADIANCE_LMHEAD_INT4", "1")
     monkeypatch.delenv("RADIANCE_LMHEAD_INT4_GS", raising=False)
     monkeypatch.delenv("RADIANCE_LMHEAD_INT4_CLIP", raising=False)
+    monkeypatch.delenv("RADIANCE_LMHEAD_INT4_STATS", raising=False)
     monkeypatch.setenv("VLLM_PLUGINS", "radiance")
     rv.reload_settings()
     monkeypatch.setattr(vllm.plugins, "plugins_loaded", False)
@@ -402,6 +496,73 @@ def test_group_size_and_clip_knobs(monkeypatch, plugin, quark_config):
     head.quant_method.process_weights_after_loading(head)
     expected, _, _ = _reference_logits(w, x, group_size=64, clip="rtn")
     np.testing.assert_array_equal(_to_numpy(_logits(head, x)), expected)
+
+
+@needs_vllm
+def test_act_head_uses_the_statistics_file(monkeypatch, plugin, quark_config, tmp_path, caplog):
+    """clip act: the packed words and scales are radiance.quantize_rows(clip="act") of the
+    head with the file's statistics, bit for bit; they differ from mse's (the outlier channels
+    matter); the logits are radiance.apply's on them; a reload keeps the statistics."""
+    import torch
+
+    w, x, a = _weights(50), _hidden_states(51), _activation_sq(52)
+    _use_act(monkeypatch, _write_stats(tmp_path / "stats.safetensors", w, a), group=64)
+    head = _head(quark_config)
+    assert (head.quant_method.group_size, head.quant_method.clip) == (64, "act")
+    _load(head, w)
+    with caplog.at_level(logging.INFO, logger="vllm.radiance"):
+        head.quant_method.process_weights_after_loading(head)
+    assert "int4 g64 (act)" in caplog.text and "64 tokens, measured on this lm_head" in caplog.text
+    words, scales = head.weight.view(torch.int32), head.weight_scale
+    packed, ref_scales = _quantize_act(w, a, 64)
+    np.testing.assert_array_equal(words[:VOCAB].numpy(), packed)
+    np.testing.assert_array_equal(_to_numpy(scales[:VOCAB]), ref_scales)
+    assert (words[VOCAB:] == np.int32(-0x77777778)).all()  # padding rows: zeros, as ever
+    mse_packed, _ = radiance.quantize_rows(_to_numpy(w), group_size=64, clip="mse")
+    assert (mse_packed != packed).any(), "act chose mse's ratios everywhere: a weak test"
+    expected = radiance.apply(_to_numpy(x), packed, ref_scales, None, group_size=64)
+    np.testing.assert_array_equal(_to_numpy(_logits(head, x)), expected)
+
+    w2 = _weights(53)  # an RL-style update: other weights, the same statistics
+    _load(head, w2)
+    np.testing.assert_array_equal(head.weight.view(torch.int32)[:VOCAB].numpy(),
+                                  _quantize_act(w2, a, 64)[0])
+
+
+def _other_head_file(tmp_path, case, w, a):
+    """A statistics file that does not belong to the head w, and what the error must say."""
+    path = tmp_path / f"{case}.safetensors"
+    if case == "hidden":
+        return _write_stats(path, _weights(60, hidden=128), a[:128]), "1000 x 128"
+    if case == "vocab":
+        return _write_stats(path, _weights(60, vocab=999), a), "999 x 256"
+    if case == "weights":
+        other = w.clone()
+        other[123, 45] += 1.0  # one weight differs
+        return _write_stats(path, other, a), "another head"
+    if case == "dtype":  # the same values, calibrated in float32 while vLLM serves bfloat16
+        return _write_stats(path, w.float(), a), "bfloat16"
+    path.write_bytes(b"not safetensors at all")
+    return str(path), "not a safetensors file"
+
+
+@needs_vllm
+@pytest.mark.parametrize("case", ["hidden", "vocab", "weights", "dtype", "junk"])
+def test_act_statistics_of_another_head_are_refused(monkeypatch, plugin, quark_config, tmp_path,
+                                                    case):
+    """Shapes and a damaged file stop the head's construction (before any weight loads); the
+    weights' hash (TP = 1) is checked once they are loaded. Every error names the variable."""
+    w, a = _weights(61), _activation_sq(62)
+    path, what = _other_head_file(tmp_path, case, w, a)
+    _use_act(monkeypatch, path)
+    with pytest.raises(ValueError) as info:
+        head = _head(quark_config)
+        _load(head, w)
+        head.quant_method.process_weights_after_loading(head)
+    message = str(info.value)
+    assert "RADIANCE_LMHEAD_INT4_STATS" in message and what in message, message
+    if case in ("weights", "dtype"):
+        assert head.weight.dtype != __import__("torch").int8  # refused before the swap
 
 
 @needs_vllm
@@ -791,8 +952,35 @@ def test_tp2_shard_in_one_process(plugin, quark_config, monkeypatch):
     assert (logits[:, 488:] == 0).all()  # padded vocab rows: all-zero weights and bias
 
 
-def _tp_rank_main(rank, world_size, port, queue):
-    """One rank of a real TP=2 run: gloo, vLLM's model-parallel groups, gathered logits."""
+@needs_vllm
+def test_tp2_shard_act_uses_the_same_statistics(plugin, quark_config, monkeypatch, tmp_path,
+                                                caplog):
+    """Both ranks of TP=2, patched in turn: each quantizes its own rows with the whole [hidden]
+    statistics vector; each checks the file's sizes, not a hash of a head it does not hold."""
+    import torch
+    import vllm.model_executor.layers.vocab_parallel_embedding as vpe
+
+    w, a = _weights(70), _activation_sq(71)
+    other = w.clone()
+    other[0, 0] += 1.0  # the hash of the whole head is not formed under TP: accepted
+    _use_act(monkeypatch, _write_stats(tmp_path / "stats.safetensors", other, a))
+    monkeypatch.setattr(vpe, "get_tensor_model_parallel_world_size", lambda: 2)
+    padded = torch.cat([w, torch.zeros(24, HIDDEN, dtype=w.dtype)])
+    for rank in (0, 1):
+        monkeypatch.setattr(vpe, "get_tensor_model_parallel_rank", lambda: rank)
+        head = _head(quark_config)
+        _load(head, w)
+        with caplog.at_level(logging.INFO, logger="vllm.radiance"):
+            head.quant_method.process_weights_after_loading(head)
+        packed, scales = _quantize_act(padded[rank * 512:(rank + 1) * 512], a)
+        np.testing.assert_array_equal(head.weight.view(torch.int32).numpy(), packed)
+        np.testing.assert_array_equal(_to_numpy(head.weight_scale), scales)
+    assert "not its hash" in caplog.text
+
+
+def _tp_rank_main(rank, world_size, port, queue, stats_path):
+    """One rank of a real TP=2 run: gloo, vLLM's model-parallel groups, gathered logits of an
+    mse head, then of an act head whose statistics every rank reads from stats_path."""
     os.environ["VLLM_TARGET_DEVICE"] = "cpu"
     os.environ["RADIANCE_LMHEAD_INT4"] = "1"
     os.environ["VLLM_PLUGINS"] = "radiance"
@@ -810,16 +998,23 @@ def _tp_rank_main(rank, world_size, port, queue):
                 world_size=world_size, rank=rank, local_rank=rank, backend="gloo",
                 distributed_init_method=f"tcp://127.0.0.1:{port}")
             parallel_state.initialize_model_parallel(world_size)
-            head = _head(QuarkConfig.from_config(QUARK_CONFIG), bias=True)
             w, x = _weights(22), _hidden_states(23)
             bias = torch.randn(VOCAB, generator=torch.Generator().manual_seed(24))
-            _load(head, w, bias.to(torch.bfloat16))
-            head.quant_method.process_weights_after_loading(head)
-            logits = _logits(head, x, head.bias)
-            if logits is None:  # vLLM gathers to rank 0 only on this platform
-                queue.put((rank, None))
-            else:
-                queue.put((rank, _to_numpy(logits).view(np.int16).copy()))
+            results = []
+            for clip in ("mse", "act"):
+                if clip == "act":
+                    os.environ["RADIANCE_LMHEAD_INT4_CLIP"] = "act"
+                    os.environ["RADIANCE_LMHEAD_INT4_STATS"] = stats_path
+                    rv.reload_settings()
+                head = _head(QuarkConfig.from_config(QUARK_CONFIG), bias=True)
+                assert head.quant_method.clip == clip
+                _load(head, w, bias.to(torch.bfloat16))
+                head.quant_method.process_weights_after_loading(head)
+                logits = _logits(head, x, head.bias)
+                # vLLM gathers to rank 0 only on this platform
+                results.append(None if logits is None else
+                               _to_numpy(logits).view(np.int16).copy())
+            queue.put((rank, None if results[0] is None else results))
             parallel_state.destroy_model_parallel()
             parallel_state.destroy_distributed_environment()
     except BaseException as error:  # the parent reports it
@@ -829,15 +1024,18 @@ def _tp_rank_main(rank, world_size, port, queue):
 
 
 @needs_vllm
-def test_tp2_two_gloo_processes():
+def test_tp2_two_gloo_processes(tmp_path):
     import multiprocessing
 
     import torch
 
+    a = _activation_sq(25)
+    stats_path = _write_stats(tmp_path / "stats.safetensors", _weights(22), a)
     context = multiprocessing.get_context("spawn")
     queue = context.Queue()
     port = _free_port()
-    ranks = [context.Process(target=_tp_rank_main, args=(r, 2, port, queue)) for r in range(2)]
+    ranks = [context.Process(target=_tp_rank_main, args=(r, 2, port, queue, stats_path))
+             for r in range(2)]
     for process in ranks:
         process.start()
     results = dict(queue.get(timeout=540) for _ in ranks)
@@ -848,7 +1046,11 @@ def test_tp2_two_gloo_processes():
     w, x = _weights(22), _hidden_states(23)
     bias = torch.randn(VOCAB, generator=torch.Generator().manual_seed(24)).to(torch.bfloat16)
     expected, _, _ = _reference_logits(w, x, bias)
+    packed, scales = _quantize_act(w, a)
+    expected_act = radiance.apply(_to_numpy(x), packed, scales, _to_numpy(bias), group_size=GROUP)
+    assert not np.array_equal(expected_act, expected)
     gathered = [r for r in results.values() if r is not None]
     assert gathered, "no rank returned the gathered logits"
-    for logits in gathered:
-        np.testing.assert_array_equal(logits.view(ml_dtypes.bfloat16), expected)
+    for mse_logits, act_logits in gathered:
+        np.testing.assert_array_equal(mse_logits.view(ml_dtypes.bfloat16), expected)
+        np.testing.assert_array_equal(act_logits.view(ml_dtypes.bfloat16), expected_act)

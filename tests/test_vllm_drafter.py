@@ -19,8 +19,9 @@ import numpy as np
 import pytest
 
 import radiance.vllm as rv
-from test_vllm import (GROUP, HIDDEN, QUARK_CONFIG, VOCAB, _hidden_states, _logits,
-                       _reference_logits, _to_numpy, _weights, needs_vllm, vllm_state)  # noqa: F401
+from test_vllm import (GROUP, HIDDEN, QUARK_CONFIG, VOCAB, _activation_sq,  # noqa: F401
+                       _hidden_states, _logits, _quantize_act, _reference_logits, _to_numpy,
+                       _weights, _write_stats, needs_vllm, vllm_state)
 
 
 def _copy_skip_reason():
@@ -48,10 +49,11 @@ def switches(monkeypatch, vllm_state):
     """Set the knobs, reinstall the drafter hooks; everything undone afterwards."""
     from vllm.model_executor.layers.quantization.quark.quark import QuarkConfig
 
-    def set_switches(target_int4=False, draft_int4=False, group=None, clip=None):
+    def set_switches(target_int4=False, draft_int4=False, group=None, clip=None, stats=None):
         for name, value in ((rv.ENV_ENABLE, target_int4), (rv.ENV_DRAFT, draft_int4)):
             monkeypatch.setenv(name, "1" if value else "0")
-        for name, value in ((rv.ENV_GROUP_SIZE, group), (rv.ENV_CLIP, clip)):
+        for name, value in ((rv.ENV_GROUP_SIZE, group), (rv.ENV_CLIP, clip),
+                            (rv.ENV_STATS, stats)):
             if value is None:
                 monkeypatch.delenv(name, raising=False)
             else:
@@ -65,7 +67,7 @@ def switches(monkeypatch, vllm_state):
 
     yield set_switches
     rv.unregister()
-    for name in (rv.ENV_ENABLE, rv.ENV_DRAFT, rv.ENV_GROUP_SIZE, rv.ENV_CLIP):
+    for name in (rv.ENV_ENABLE, rv.ENV_DRAFT, rv.ENV_GROUP_SIZE, rv.ENV_CLIP, rv.ENV_STATS):
         monkeypatch.delenv(name, raising=False)
     rv.reload_settings()
 
@@ -202,6 +204,32 @@ def test_copy_follows_group_size_and_clip(switches, online):
     x = _hidden_states(5)
     expected, _, _ = _reference_logits(_weights(4), x, group_size=64, clip="rtn")
     np.testing.assert_array_equal(_to_numpy(_logits(copy, x)), expected)
+
+
+def test_copy_with_act_uses_the_statistics_file(switches, online, tmp_path):
+    """clip act: the copy quantizes with the file's statistics, bit for bit as radiance does;
+    a file of another head is refused naming the variable, and the source stays as it was."""
+    import torch
+
+    w, a = _weights(80), _activation_sq(81)
+    path = _write_stats(tmp_path / "stats.safetensors", w, a)
+    switches(group=64, clip="act", stats=path)
+    source = _head(seed=80)
+    copy = online.quantized_lm_head_copy(source, "int4")
+    assert (copy.quant_method.clip, copy.quant_method.stats) == ("act", path)
+    packed, scales = _quantize_act(w, a, 64)
+    np.testing.assert_array_equal(copy.weight.view(torch.int32)[:VOCAB].numpy(), packed)
+    np.testing.assert_array_equal(_to_numpy(copy.weight_scale[:VOCAB]), scales)
+    x = _hidden_states(82)
+    expected = __import__("radiance").apply(_to_numpy(x), packed, scales, None, group_size=64)
+    np.testing.assert_array_equal(_to_numpy(_logits(copy, x)), expected)
+
+    other = _write_stats(tmp_path / "other.safetensors", _weights(83), a)
+    switches(group=64, clip="act", stats=other)
+    source = _head(seed=80)
+    with pytest.raises(ValueError, match="RADIANCE_LMHEAD_INT4_STATS.*another head"):
+        online.quantized_lm_head_copy(source, "int4")
+    assert source.weight.dtype == torch.bfloat16 and torch.equal(source.weight[:VOCAB], w)
 
 
 def test_refresh_in_place_and_share_restore_around_update(switches, online, monkeypatch):

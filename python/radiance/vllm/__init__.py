@@ -16,20 +16,23 @@ vLLM process (API server, engine core, workers) calls `register()` at start-up.
 Knobs (settings.py), read when this package is imported; a bad value is raised by `register()`:
     RADIANCE_LMHEAD_INT4        0 (default) or 1
     RADIANCE_LMHEAD_INT4_GS     group size: 32, 64, 128 (default) or 256
-    RADIANCE_LMHEAD_INT4_CLIP   mse (default) or rtn (also spelled 0)
+    RADIANCE_LMHEAD_INT4_CLIP   mse (default), rtn (also spelled 0) or act
+    RADIANCE_LMHEAD_INT4_STATS  clip act's statistics file (radiance calibrate); statistics.py
+                                says how it is checked against the head, at every TP size
     RADIANCE_DRAFT_LMHEAD_INT4  0 (default) or 1
 
 vLLM and torch are imported lazily: this package imports with the standard library only.
 """
 
 from .hooks import quant_method_for, register, unregister, warn_if_no_int4_head
-from .settings import (ENV_CLIP, ENV_DRAFT, ENV_ENABLE, ENV_GROUP_SIZE, GROUP_SIZES, Settings,
-                       fitting_group_sizes, read_settings, reload_settings, settings)
+from .settings import (CLIP_MODES, ENV_CLIP, ENV_DRAFT, ENV_ENABLE, ENV_GROUP_SIZE, ENV_STATS,
+                       GROUP_SIZES, Settings, fitting_group_sizes, read_settings, reload_settings,
+                       settings)
 
 __all__ = ["register", "unregister", "Settings", "read_settings", "reload_settings", "settings",
            "fitting_group_sizes", "quant_method_for", "warn_if_no_int4_head", "GROUP_SIZES",
-           "ENV_ENABLE", "ENV_GROUP_SIZE", "ENV_CLIP", "ENV_DRAFT", "RadianceLMHeadInt4",
-           "RadianceLMHeadInt4Copy"]
+           "CLIP_MODES", "ENV_ENABLE", "ENV_GROUP_SIZE", "ENV_CLIP", "ENV_STATS", "ENV_DRAFT",
+           "RadianceLMHeadInt4", "RadianceLMHeadInt4Copy"]
 
 
 def __getattr__(name):

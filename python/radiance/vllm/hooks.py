@@ -95,7 +95,8 @@ def register():
         if current.enabled and _wrap(_quark_config(), "get_quant_method",
                                      _QUANT_METHOD_PARAMETERS, _get_quant_method_wrapper):
             installed.append(f"int4 lm_head hook on QuarkConfig (group size {current.group_size}"
-                             f", clip {current.clip})")
+                             f", clip {current.clip}"
+                             + (f", statistics {current.stats}" if current.stats else "") + ")")
         if _wrap(_base_loader(), "load_model", _LOAD_MODEL_PARAMETERS, _load_model_wrapper):
             installed.append("check after loading")
         if installed:
@@ -205,7 +206,11 @@ def quant_method_for(layer, prefix, config=None):
                          f"not a multiple of the group size {config.group_size} "
                          f"({ENV_GROUP_SIZE}); {advice}")
     _refuse_head_dtype_override(prefix)
-    return RadianceLMHeadInt4(config.group_size, config.clip)
+    if config.stats:  # a file of another head's shape stops start-up before any weight loads
+        from . import statistics
+
+        statistics.load(config.stats, hidden, int(layer.org_vocab_size))
+    return RadianceLMHeadInt4(config.group_size, config.clip, config.stats)
 
 
 def _refuse_head_dtype_override(prefix):

@@ -14,8 +14,8 @@ from vllm.model_executor.utils import set_weight_attrs
 
 from radiance import torch_ops
 
-from . import reload
-from .settings import GROUP_SIZES, fitting_group_sizes, settings
+from . import reload, statistics
+from .settings import CLIP_MODES, ENV_CLIP, ENV_STATS, GROUP_SIZES, fitting_group_sizes, settings
 from .shards import check_gpu_build, fingerprint, is_packed, megabytes, quantize_into
 
 logger = logging.getLogger("vllm.radiance")
@@ -30,14 +30,22 @@ class RadianceLMHeadInt4(UnquantizedEmbeddingMethod):
     # checkpoint ships the same head can still be recognised and share it (copies.py).
     is_copy = False
 
-    def __init__(self, group_size=128, clip="mse"):
+    def __init__(self, group_size=128, clip="mse", stats=""):
         super().__init__()
         if group_size not in GROUP_SIZES:
             raise ValueError(f"group_size must be one of {GROUP_SIZES}, got {group_size}")
-        if clip not in ("mse", "rtn"):
-            raise ValueError(f"clip must be 'mse' or 'rtn', got {clip!r}")
+        if clip not in CLIP_MODES:
+            raise ValueError(f"clip must be one of {CLIP_MODES}, got {clip!r}")
+        if (clip == "act") != bool(stats):
+            raise ValueError(f"radiance: clip 'act' and a statistics file go together ({ENV_CLIP}"
+                             f"=act with {ENV_STATS}); got clip {clip!r}, statistics {stats!r}")
         self.group_size = group_size
         self.clip = clip
+        self.stats = stats  # the path of clip act's statistics file
+        # float32 [hidden], read and checked against the head when it is quantized; kept for
+        # reloads (statistics of the head as first loaded: an RL update changes the weights a
+        # little, not which channels carry the large activations).
+        self.activation_sq = None
 
     def process_weights_after_loading(self, layer):
         if is_packed(layer):
@@ -53,13 +61,17 @@ class RadianceLMHeadInt4(UnquantizedEmbeddingMethod):
                              f"{fitting_group_sizes(cols)}")
         check_gpu_build(weight.device)
         tied = not self.is_copy and reload.is_tied(layer)
+        if self.stats and self.activation_sq is None:  # a reload keeps the first statistics
+            found = statistics.load(self.stats, cols, layer.org_vocab_size)
+            statistics.check_identity(found, self.stats, layer, weight.data)
+            self.activation_sq = found.activation_sq
         if not self.is_copy:
             layer._radiance_fingerprint = (weight.dtype, fingerprint(weight.data))
 
         words = torch.empty((rows, cols // 8), dtype=torch.int32, device=weight.device)
         scales = torch.empty((rows, cols // self.group_size), dtype=torch.bfloat16,
                              device=weight.device)
-        quantize_into(weight.data, words, scales, self.group_size, self.clip)
+        quantize_into(weight.data, words, scales, self.group_size, self.clip, self.activation_sq)
 
         before = weight.numel() * weight.element_size()
         dtype, device = weight.dtype, weight.device
@@ -130,12 +142,12 @@ class RadianceLMHeadInt4(UnquantizedEmbeddingMethod):
 
 class RadianceLMHeadInt4Copy(RadianceLMHeadInt4):
     """The int4 method as vLLM's lm_head copy machinery builds it: `_LM_HEAD_METHODS["int4"]()`,
-    no arguments, so group size and clip come from RADIANCE_LMHEAD_INT4_GS / _CLIP. The copy's
-    weight is a new Parameter on the source's storage; it is quantized from there, so the
-    source stays as it is and no float copy is made."""
+    no arguments, so group size, clip and statistics come from RADIANCE_LMHEAD_INT4_GS / _CLIP /
+    _STATS. The copy's weight is a new Parameter on the source's storage; it is quantized from
+    there, so the source stays as it is and no float copy is made."""
 
     is_copy = True
 
     def __init__(self):
         current = settings()
-        super().__init__(current.group_size, current.clip)
+        super().__init__(current.group_size, current.clip, current.stats)

@@ -46,7 +46,8 @@ def follow_tied_embedding(head, source, packed, weight_scale, method):
             raise ValueError(f"radiance: the embedding table tied to {head.prefix or 'lm_head'} "
                              f"changed shape to {tuple(table.shape)}; the int4 head holds "
                              f"[{words.shape[0]}, {words.shape[1] * 8}]")
-        quantize_into(table.data, words, weight_scale.data, method.group_size, method.clip)
+        quantize_into(table.data, words, weight_scale.data, method.group_size, method.clip,
+                      method.activation_sq)
 
     embedding_method = embedding.quant_method
     original_process = embedding_method.process_weights_after_loading
@@ -86,6 +87,7 @@ def packed_weight_loader(layer, method):
         start = layer.shard_indices.org_vocab_start_index
         stop = layer.shard_indices.org_vocab_end_index
         shard = loaded_weight.narrow(0, start, stop - start)
-        quantize_into(shard, words, layer.weight_scale.data, method.group_size, method.clip)
+        quantize_into(shard, words, layer.weight_scale.data, method.group_size, method.clip,
+                      method.activation_sq)
 
     return radiance_packed_weight_loader

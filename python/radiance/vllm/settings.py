@@ -2,7 +2,9 @@
 
     RADIANCE_LMHEAD_INT4        0 (default) or 1: the model's own lm_head becomes int4
     RADIANCE_LMHEAD_INT4_GS     group size: 32, 64, 128 (default) or 256
-    RADIANCE_LMHEAD_INT4_CLIP   mse (default) or rtn (also spelled 0)
+    RADIANCE_LMHEAD_INT4_CLIP   mse (default), rtn (also spelled 0) or act
+    RADIANCE_LMHEAD_INT4_STATS  the calibration statistics file that clip act needs (written by
+                                `radiance calibrate`); required with act, refused without it
     RADIANCE_DRAFT_LMHEAD_INT4  0 (default) or 1: a speculative-decoding drafter that shares the
                                 target's lm_head gets an int4 copy of it (vLLM >= 0.33)
 
@@ -13,22 +15,27 @@ exception raised there, unlike one raised while it imports a plugin.
 import os
 from dataclasses import dataclass
 
+from radiance import format as _format
+
 ENV_ENABLE = "RADIANCE_LMHEAD_INT4"
 ENV_GROUP_SIZE = "RADIANCE_LMHEAD_INT4_GS"
 ENV_CLIP = "RADIANCE_LMHEAD_INT4_CLIP"
 ENV_DRAFT = "RADIANCE_DRAFT_LMHEAD_INT4"
+ENV_STATS = "RADIANCE_LMHEAD_INT4_STATS"
 
-GROUP_SIZES = (32, 64, 128, 256)  # radiance.GROUP_SIZES, without importing NumPy here
-_CLIP_SPELLINGS = {"mse": "mse", "rtn": "rtn", "0": "rtn"}
+GROUP_SIZES = _format.GROUP_SIZES
+CLIP_MODES = _format.CLIP_MODES
+_CLIP_SPELLINGS = {**{mode: mode for mode in CLIP_MODES}, "0": "rtn"}
 _SWITCH_SPELLINGS = {"0": False, "1": True}
 
 
 @dataclass(frozen=True)
 class Settings:
     enabled: bool = False
-    group_size: int = 128
-    clip: str = "mse"
+    group_size: int = _format.DEFAULT_GROUP_SIZE
+    clip: str = _format.DEFAULT_CLIP
     draft: bool = False
+    stats: str = ""  # the statistics file of clip act; "" for the other clips
 
 
 def read_settings(environ=None):
@@ -45,15 +52,33 @@ def read_settings(environ=None):
         if value not in _SWITCH_SPELLINGS:
             raise ValueError(f"{name}={environ.get(name)!r}: expected 0 or 1")
         switches[name] = _SWITCH_SPELLINGS[value]
-    group = get(ENV_GROUP_SIZE, "128")
+    group = get(ENV_GROUP_SIZE, str(_format.DEFAULT_GROUP_SIZE))
     if group not in {str(g) for g in GROUP_SIZES}:
         raise ValueError(f"{ENV_GROUP_SIZE}={environ.get(ENV_GROUP_SIZE)!r}: expected one of "
                          f"{', '.join(map(str, GROUP_SIZES))}")
-    clip = get(ENV_CLIP, "mse")
+    clip = get(ENV_CLIP, _format.DEFAULT_CLIP)
     if clip not in _CLIP_SPELLINGS:
-        raise ValueError(f"{ENV_CLIP}={environ.get(ENV_CLIP)!r}: expected mse, or rtn (also "
-                         f"spelled 0) for plain round-to-nearest")
-    return Settings(switches[ENV_ENABLE], int(group), _CLIP_SPELLINGS[clip], switches[ENV_DRAFT])
+        raise ValueError(f"{ENV_CLIP}={environ.get(ENV_CLIP)!r}: expected mse, rtn (also "
+                         f"spelled 0) for plain round-to-nearest, or act (with {ENV_STATS})")
+    clip = _CLIP_SPELLINGS[clip]
+    stats = _stats_path(environ, clip)
+    return Settings(switches[ENV_ENABLE], int(group), clip, switches[ENV_DRAFT], stats)
+
+
+def _stats_path(environ, clip):
+    """The statistics file: required with clip act and refused without it (an error rather than
+    a warning: statistics that are silently ignored would leave a user believing the head is
+    activation-aware). Only its existence is checked here; its contents when the head is built."""
+    path = (environ.get(ENV_STATS) or "").strip()
+    if clip == "act" and not path:
+        raise ValueError(f"{ENV_CLIP}=act needs {ENV_STATS}: the path of a statistics file "
+                         f"written by `radiance calibrate MODEL --out FILE`")
+    if clip != "act" and path:
+        raise ValueError(f"{ENV_STATS}={path!r} is set, but {ENV_CLIP} is {clip}, which uses no "
+                         f"statistics: set {ENV_CLIP}=act or unset {ENV_STATS}")
+    if path and not os.path.isfile(path):
+        raise ValueError(f"{ENV_STATS}={path!r}: no such file")
+    return path
 
 
 def reload_settings(environ=None):

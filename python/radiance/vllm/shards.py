@@ -40,10 +40,11 @@ def _row_step(cols, element_size):
     return max(1, CHUNK_BYTES // max(1, cols * element_size))
 
 
-def quantize_into(source, words, scales, group_size, clip):
+def quantize_into(source, words, scales, group_size, clip, activation_sq=None):
     """Quantize source [n, K] into words [N, K/8] and scales [N, K/G] in place, in row chunks on
     words' device; rows n..N (vocab padding, absent from source) quantize as zeros. A source on
-    words' device is read where it is: no float copy of the head is made."""
+    words' device is read where it is: no float copy of the head is made. activation_sq: the
+    float32 [K] statistics of clip "act" (None otherwise), the same for every chunk."""
     rows, cols = words.shape[0], words.shape[1] * 8
     step = _row_step(cols, source.element_size())
     for start in range(0, rows, step):
@@ -55,7 +56,8 @@ def quantize_into(source, words, scales, group_size, clip):
                                   device=words.device)
             piece = torch.cat([piece, padding]) if have else padding
         radiance.quantize_rows(piece.contiguous(), group_size=group_size, clip=clip,
-                               packed_out=words[start:stop], scales_out=scales[start:stop])
+                               activation_sq=activation_sq, packed_out=words[start:stop],
+                               scales_out=scales[start:stop])
 
 
 def _multipliers(cols, device):
