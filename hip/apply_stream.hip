@@ -1,6 +1,6 @@
 /*
- * apply_stream.hip - the stream path of apply (NVIDIA sm_80+, G >= 128, up to 6 tokens; 7-8 tokens
- * when k < 2048 or where the wgmma path does not apply): mma.sync m16n8k16 as in apply_mma.hip,
+ * apply_stream.hip - the stream paths of apply (NVIDIA sm_80+, G >= 128, up to 8 tokens; which
+ * tokens take which: hip/apply.hip, make_plan): mma.sync m16n8k16 as in apply_mma.hip,
  * with the packed words streamed through a per-warp cp.async ring in shared memory.
  *
  * A warp owns 16 * ROW_TILES rows and 8 * TOKEN_TILES tokens. The packed words travel through a
@@ -21,8 +21,8 @@
  *   RING_SLOTS   ring slots per warp (copies in flight: RING_SLOTS - 1 super-steps)
  *   X_MODE       what lanes of tokens past m load (StreamX, apply_paths.h)
  *
- * Builds with RADIANCE_KERNEL_VARIANTS also hold apply_stream_xs_kernel, the activations in
- * shared memory (benchmark only, see below).
+ * apply_stream_xs_kernel (path kStreamSharedX) runs the same warp body with the activations in
+ * shared memory, one block per SM; the planner takes it where they fit (plan_stream_shared_x).
  */
 #include "apply_common.h"
 #include "apply_paths.h"
@@ -321,21 +321,21 @@ rad_error_t launch_stream(const ApplyArgs &a, const ApplyPlan &p)
     return rad_get_last_error();
 }
 
-#if defined(RADIANCE_KERNEL_VARIANTS)
 namespace {
 
 constexpr int kStreamXsMaxWarps = 16; /* apply_stream_xs_kernel: one block per SM */
+constexpr int kStreamXsRingSlots = 2;
 
-/* The stream kernel with the activations in shared memory, for heads whose activations fit there
- * beside the rings (16 k bytes per 8 tokens; m <= 8 TOKEN_TILES). One block per SM, each warp with its own
- * ring, loops over 16 ROW_TILES-row units of the head (unit = warp + warps in the grid x i). First the
- * block copies x into shared memory, once, in the order the lanes read it: for step s, load i
- * (columns 8 i .. 8 i + 7 of each lane's 32) and lane L = 4 g + t, the 16 bytes of token 8 nt + g
- * at column 128 s + 32 t + 8 i sit at nt * 16 k + ((4 s + i) * 32 + L) * 16. A load of the warp
- * reads at most 512 contiguous bytes: 4 shared-memory wavefronts, where 8 tokens' rows in global
- * memory took 16 L1 requests. Tokens past m are zeros (and not read: see stream_warp_rows).
- * Variants streamxs, streamxs2 and streamxs2ss2 of the benchmark build only, not in the automatic
- * dispatch: measured once (docs/PERF_LOG.md, run 26: streamxs 203.9 against 234.3 us at 8 tokens). */
+/* The stream kernel with the activations in shared memory (path kStreamSharedX), for heads whose
+ * activations fit there beside the rings (16 k bytes per 8 tokens; m <= 8 TOKEN_TILES). One block
+ * per SM, each warp with its own ring, loops over 16 ROW_TILES-row units of the head (unit = warp +
+ * warps in the grid x i). First the block copies x into shared memory, once, in the order the lanes
+ * read it: for step s, load i (columns 8 i .. 8 i + 7 of each lane's 32) and lane L = 4 g + t, the
+ * 16 bytes of token 8 nt + g at column 128 s + 32 t + 8 i sit at nt * 16 k + ((4 s + i) * 32 + L) *
+ * 16. A load of the warp reads at most 512 contiguous bytes: 4 shared-memory wavefronts, where 8
+ * tokens' rows in global memory touch 16 L1 lines. Tokens past m are zeros (and not read: see
+ * stream_warp_rows). The library takes TOKEN_TILES 1, SUPER_STEPS 4 (docs/PERF_LOG.md, run 26:
+ * 203.9 against 234.3 us at 8 tokens); the benchmark build also holds 16-token variants. */
 template <int GROUP, int ROW_TILES, int TOKEN_TILES, int SUPER_STEPS, int RING_SLOTS>
 __global__ void __launch_bounds__(kStreamXsMaxWarps * 32, 1)
 apply_stream_xs_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const int32_t *__restrict__ packed,
@@ -367,52 +367,67 @@ apply_stream_xs_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, con
 #endif
 }
 
-template <int GROUP, int TOKEN_TILES, int SUPER_STEPS>
-rad_error_t launch_stream_xs(const ApplyArgs &a)
-{
-    constexpr int kRowTiles = 1, kRingSlots = 2;
-    const int64_t ring = (int64_t)kRingSlots * StreamSmem<kRowTiles, SUPER_STEPS>::slot; /* per warp */
-    const int64_t xbytes = (int64_t)TOKEN_TILES * 16 * a.k;
-    const int optin = per_device_cached<rad_smem_optin>();
-    const int sms = per_device_cached<rad_sm_count>();
-    if (a.m > 8 * TOKEN_TILES || xbytes + 8 * ring > optin) return (rad_error_t)RADIANCE_GPU_ENOFIT;
-    int64_t warps = (optin - xbytes) / ring;
-    if (warps > kStreamXsMaxWarps) warps = kStreamXsMaxWarps;
-    const int64_t units = (a.n + 16 * kRowTiles - 1) / (16 * kRowTiles);
-    int64_t blocks = (units + warps - 1) / warps;
-    if (blocks > sms) blocks = sms;
-    const int smem = (int)(warps * ring + xbytes);
-    void (*kernel)(const uint16_t *, int64_t, int64_t, const int32_t *, const uint16_t *, const uint16_t *, int64_t,
-                   uint16_t *) = apply_stream_xs_kernel<GROUP, kRowTiles, TOKEN_TILES, SUPER_STEPS, kRingSlots>;
-    rad_error_t err = rad_func_set_max_dynamic_smem(kernel, smem);
-    if (err != RAD_SUCCESS) return err;
-    kernel<<<(unsigned)blocks, (unsigned)(warps * 32), smem, a.stream>>>(a.x, a.m, a.k, a.packed, a.scales, a.bias,
-                                                                         a.n, a.out);
-    return rad_get_last_error();
-}
-
 template <int TOKEN_TILES, int SUPER_STEPS>
-rad_error_t launch_stream_xs_group(const ApplyArgs &a)
+rad_error_t launch_stream_xs(const ApplyArgs &a, const ApplyPlan &p)
 {
-    switch (a.group) {
-    case 128: return launch_stream_xs<128, TOKEN_TILES, SUPER_STEPS>(a);
-    case 256: return launch_stream_xs<256, TOKEN_TILES, SUPER_STEPS>(a);
-    default: return (rad_error_t)RADIANCE_GPU_EINVAL;
-    }
+    void (*kernel)(const uint16_t *, int64_t, int64_t, const int32_t *, const uint16_t *, const uint16_t *, int64_t,
+                   uint16_t *) = nullptr;
+    if (a.group == 128) kernel = apply_stream_xs_kernel<128, 1, TOKEN_TILES, SUPER_STEPS, kStreamXsRingSlots>;
+    if (a.group == 256) kernel = apply_stream_xs_kernel<256, 1, TOKEN_TILES, SUPER_STEPS, kStreamXsRingSlots>;
+    if (kernel == nullptr) return (rad_error_t)RADIANCE_GPU_EINVAL;
+    rad_error_t err = rad_func_set_max_dynamic_smem(kernel, p.smem);
+    if (err != RAD_SUCCESS) return err;
+    kernel<<<(unsigned)p.blocks, (unsigned)(p.warps * 32), p.smem, a.stream>>>(a.x, a.m, a.k, a.packed, a.scales,
+                                                                             a.bias, a.n, a.out);
+    return rad_get_last_error();
 }
 
 } // namespace
 
-/* As many warps per block (8 to 16) as leave room for the activations beside the rings, one block
- * per SM; RADIANCE_GPU_ENOFIT (nothing launched) where they do not fit. */
+bool plan_stream_shared_x(const ApplyArgs &a, int token_tiles, int super_step, int min_warps, bool balance,
+                          ApplyPlan *p)
+{
+    if (a.m > 8 * token_tiles || (a.group != 128 && a.group != 256)) return false;
+    const int64_t ring = (int64_t)kStreamXsRingSlots * 16 * 64 * super_step; /* per warp: StreamSmem<1, SS> */
+    const int64_t xbytes = (int64_t)token_tiles * 16 * a.k;
+    const int64_t optin = per_device_cached<rad_smem_optin>();
+    const int64_t sms = per_device_cached<rad_sm_count>();
+    if (sms <= 0 || xbytes >= optin) return false;
+    int64_t fit = (optin - xbytes) / ring;
+    if (fit > kStreamXsMaxWarps) fit = kStreamXsMaxWarps;
+    if (fit < min_warps || fit < 1) return false;
+    const int64_t units = (a.n + 15) / 16;
+    auto blocks_for = [&](int64_t w) { return (units + w - 1) / w < sms ? (units + w - 1) / w : sms; };
+    int64_t warps = fit;
+    if (balance) {
+        /* the fewest warp-slots (rounds x warps in the grid) over the units; ties: more warps */
+        int64_t best = -1;
+        for (int64_t w = fit; w >= min_warps && w >= 1; w--) {
+            const int64_t grid = blocks_for(w) * w, slots = (units + grid - 1) / grid * grid;
+            if (best < 0 || slots < best) best = slots, warps = w;
+        }
+    }
+    p->path = ApplyPath::kStreamSharedX;
+    p->row_tiles = 1;
+    p->token_tiles = token_tiles;
+    p->super_step = super_step;
+    p->x_mode = kXShared;
+    p->warps = (int)warps;
+    p->blocks = (int)blocks_for(warps);
+    p->smem = (int)(warps * ring + xbytes);
+    return true;
+}
+
 rad_error_t launch_stream_shared_x(const ApplyArgs &a, const ApplyPlan &p)
 {
-    if (p.row_tiles != 1) return (rad_error_t)RADIANCE_GPU_EINVAL;
-    if (p.token_tiles == 1 && p.super_step == 4) return launch_stream_xs_group<1, 4>(a);
-    if (p.token_tiles == 2 && p.super_step == 4) return launch_stream_xs_group<2, 4>(a);
-    if (p.token_tiles == 2 && p.super_step == 2) return launch_stream_xs_group<2, 2>(a);
+    if (p.row_tiles != 1 || p.warps < 1 || p.warps > kStreamXsMaxWarps || p.blocks < 1)
+        return (rad_error_t)RADIANCE_GPU_EINVAL;
+    if (p.token_tiles == 1 && p.super_step == 4) return launch_stream_xs<1, 4>(a, p);
+#if defined(RADIANCE_KERNEL_VARIANTS)
+    if (p.token_tiles == 2 && p.super_step == 4) return launch_stream_xs<2, 4>(a, p);
+    if (p.token_tiles == 2 && p.super_step == 2) return launch_stream_xs<2, 2>(a, p);
+#endif
     return (rad_error_t)RADIANCE_GPU_EINVAL;
 }
-#endif /* RADIANCE_KERNEL_VARIANTS */
 
 } // namespace radiance

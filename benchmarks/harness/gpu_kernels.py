@@ -45,18 +45,18 @@ VARIANTS = {"auto": 0, "vector": 1, "mma1x1": 2, "tile2x2": 3, "tile2x4": 4, "ti
             "streamM2": 7, "wgmma32": 8, "wgmma64": 9, "wgtma32": 10, "wgtma64": 11, "wgrs128": 12,
             "wgpipe32": 13, "wgpipe64": 14, "wgpipers128": 15, "wgpipe16": 16, "wgquad8": 17, "wgquad16": 18,
             "wgquad32": 19, "streamskipx": 20, "streamxs": 21, "streamxs2": 22,
-            "streamxs2ss2": 23}
+            "streamxs2ss2": 23, "streamxsbal": 24}
 # which variants the timing mode tries per m on the first head (the others get "auto" only)
 TIME_VARIANTS = {
-    1: "auto,streamskipx,streamxs",
-    4: "auto,stream,wgquad8,streamxs",
-    8: "auto,stream,streamxs",
-    12: "auto,streamxs2,streamxs2ss2",
-    16: "auto,wgpipe16,streamxs2,streamxs2ss2",
+    1: "auto,stream,streamxs",
+    4: "auto,streamskipx,streamxs,streamxsbal",
+    8: "auto,wgquad8,stream,streamxsbal",
+    12: "auto,wgquad16,streamxs2ss2",
+    16: "auto,wgquad16,wgpipe16,streamxs2ss2",
     32: "auto,wgpipe32",
     64: "auto,wgtma64",
-    128: "auto,wgrs128",
-    256: "auto,wgrs128",
+    128: "auto,wgpipers128",
+    256: "auto,wgpipers128",
 }
 
 
@@ -647,6 +647,16 @@ def cmd_time(args):
             else:
                 line += f" {'-':>8} {'-':>5}"
         print(line)
+    # per m: every variant timed (the automatic plan first) against the best peer, x of M = 1's auto
+    print("\n## variants (us; xM1 = auto / auto at the smallest m of the head)")
+    for n, k in sorted({(n, k) for n, k, *_ in summary}, key=lambda h: -h[0]):
+        rows_h = [(m, res) for hn, hk, m, res, _ in summary if (hn, hk) == (n, k)]
+        base = rows_h[0][1].get("auto") if rows_h else None
+        for m, res in rows_h:
+            ours_v = " ".join(f"{v}={res[v]:.1f}" for v in res if v in VARIANTS)
+            peers = " ".join(f"{v}={res[v]:.1f}" for v in ("bf16", "fp8") if v in res)
+            rel = f" xM1={res['auto'] / base:.2f}" if base and "auto" in res else ""
+            print(f"{n}x{k} m={m:<3d} {ours_v} | {peers}{rel}")
 
 
 def cmd_sass(args):
