@@ -191,7 +191,8 @@ enum {
     kStreamXs2 = 22,
     kStreamXs2Ss2 = 23,
     kStreamXsBal = 24,
-    kVariants = 25
+    kStreamXPair = 25,
+    kVariants = 26
 };
 
 /* The wgmma kernel with exactly this copy mode, or false where it cannot run here. */
@@ -251,6 +252,7 @@ int variant_plan(const ApplyArgs &a, int variant, ApplyPlan *p)
                                                 variant == kStreamXs2Ss2 ? 2 : 4, variant == kStreamXsBal ? 12 : 8,
                                                 variant == kStreamXsBal, p);
         break;
+    case kStreamXPair: ok = big_groups && plan_stream_x_pair(a, 16, p); break;
     case kWgmma32: ok = variant_wgmma(a, 32, kCopyAsync, 2, p); break;
     case kWgmma64: ok = variant_wgmma(a, 64, kCopyAsync, 2, p); break;
     case kWgmmaTma32: ok = variant_wgmma(a, 32, kCopyTmaX, 2, p); break;
