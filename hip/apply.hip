@@ -192,7 +192,8 @@ enum {
     kStreamXs2Ss2 = 23,
     kStreamXsBal = 24,
     kStreamXPair = 25,
-    kVariants = 26
+    kWgRsEarly128 = 26,
+    kVariants = 27
 };
 
 /* The wgmma kernel with exactly this copy mode, or false where it cannot run here. */
@@ -253,6 +254,10 @@ int variant_plan(const ApplyArgs &a, int variant, ApplyPlan *p)
                                                 variant == kStreamXsBal, p);
         break;
     case kStreamXPair: ok = big_groups && plan_stream_x_pair(a, 16, p); break;
+    case kWgRsEarly128:
+        ok = variant_wgmma(a, 128, kCopyTma, 2, p);
+        p->rs_variant = 1;
+        break;
     case kWgmma32: ok = variant_wgmma(a, 32, kCopyAsync, 2, p); break;
     case kWgmma64: ok = variant_wgmma(a, 64, kCopyAsync, 2, p); break;
     case kWgmmaTma32: ok = variant_wgmma(a, 32, kCopyTmaX, 2, p); break;

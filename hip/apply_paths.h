@@ -85,6 +85,11 @@ struct ApplyPlan {
     /* kStreamSharedX: steps per ring slot, warps per block, blocks (at most one per SM), dynamic
      * shared memory bytes (the rings and the activations), all from plan_stream_shared_x */
     int super_step, warps, blocks, smem;
+#if defined(RADIANCE_KERNEL_VARIANTS)
+    /* kWgmma with the running scale (benchmark build): 0 the library's kernel, 1 EARLY_RESCALE
+     * (apply_wgmma.hip) */
+    int rs_variant;
+#endif
     /* kWgmma with copy kCopyTmaX (xmap) or kCopyTma (both), encoded by the planner */
     rad_tma_desc_t xmap, wmap;
 };
