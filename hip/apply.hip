@@ -5,8 +5,12 @@
  *
  *   no mma.sync (AMD, NVIDIA before sm_80)   vector               apply_vector.hip
  *   m <= 8, G < 128                          mma, register pipe   apply_mma.hip
- *   m <= 6, or m <= 8 and k < 2048, G >= 128 stream              apply_stream.hip
- *   m 7-8 and k >= 2048, G >= 128, sm_90a    wgmma, 8 tokens      apply_wgmma.hip
+ *   m 5-8, G >= 128, x fits in shared memory stream, shared x     apply_stream.hip
+ *     beside 16 warps' rings
+ *   m <= 4; or m 5-8 with x not fitting and  stream              apply_stream.hip
+ *     (m <= 6 or k < 2048), G >= 128
+ *   m 7-8 and k >= 2048, G >= 128, sm_90a,   wgmma, 8 tokens      apply_wgmma.hip
+ *     x not fitting
  *   m > 8, G >= 128, sm_90a                  wgmma, 16-128 tokens apply_wgmma.hip
  *   m > 8 elsewhere                          tiled mma.sync       apply_mma.hip
  *
@@ -54,6 +58,21 @@ bool plan_wgmma(const ApplyArgs &a, int tokens, int refuse, ApplyPlan *p)
     return true;
 }
 
+/* Shared-activation stream kernel (kStreamSharedX): from this many tokens, where one warp load of
+ * the activations from global memory touches more than 8 L1 lines (2 per token: a lane reads 16
+ * bytes at column 32 t + 8 i of its token, so the 4 lanes of a token span 256 bytes), while the
+ * block's shared copy costs at most 4 wavefronts a load. At 4 tokens (8 lines) the two kernels
+ * tie, at 8 (16 lines) the shared copy wins: H200, 248320 x 5120, docs/PERF_LOG.md run 26. */
+constexpr int kSharedXMinTokens = 5;
+/* Warps per block of kStreamSharedX, at least: 16 (one 4-step super-step each in flight) keep as
+ * many weight bytes in flight per SM as the stream kernel's 4 blocks of 4 warps, the configuration
+ * measured in run 26; where the activations leave room for fewer rings, the stream kernel. */
+constexpr int kSharedXMinWarps = 16;
+/* The wgmma kernel for 7-8 tokens wants enough 128-column steps per row to keep its 6-stage TMA
+ * ring full past the fill: at 5 steps (262144 x 640, H200) it took 59.5 against the stream
+ * kernel's 47.6 us (round three, run 6); from 16 steps (k >= 2048) it led. */
+constexpr int64_t kWgmma8MinSteps = 16;
+
 /* The automatic choice (docs/PERF_LOG.md has the H200 measurements behind each threshold). */
 ApplyPlan make_plan(const ApplyArgs &a, int refuse)
 {
@@ -68,16 +87,17 @@ ApplyPlan make_plan(const ApplyArgs &a, int refuse)
     const bool big_groups = a.group >= 128;
     auto wgmma = [&]() { return big_groups && !(refuse & RADIANCE_GPU_TEST_NO_WGMMA) && wgmma_built(); };
     if (a.m <= 8) {
-        /* 7-8 tokens with few steps (262144 x 640: 5) fill the wgmma pipeline too briefly: 59.5
-         * against 47.6 us for the stream kernel there */
-        if (a.m > 6 && a.k >= 2048 && wgmma() && plan_wgmma(a, 8, refuse, &p)) return p;
+        const bool shared_x = (refuse & RADIANCE_GPU_TEST_SHARED_X) ||
+                              (a.m >= kSharedXMinTokens && !(refuse & RADIANCE_GPU_TEST_NO_SHARED_X));
+        if (big_groups && shared_x && plan_stream_shared_x(a, 1, 4, kSharedXMinWarps, false, &p)) return p;
+        if (a.m > 6 && a.k / 128 >= kWgmma8MinSteps && wgmma() && plan_wgmma(a, 8, refuse, &p)) return p;
         p.row_tiles = p.token_tiles = 1;
         if (!big_groups) {
             p.path = ApplyPath::kMma;
             return p;
         }
         /* lanes of tokens past m clamp their activation loads (m = 1: 180 against 188 us) or
-         * skip them (m = 4: 200 against 204) */
+         * skip them (m = 4: 200 against 204): H200, 248320 x 5120, docs/PERF_LOG.md item 24 */
         p.path = ApplyPath::kStream;
         p.x_mode = a.m <= 2 || a.m > 6 ? kXClamp : kXSkip;
         return p;
@@ -98,9 +118,7 @@ rad_error_t launch(const ApplyArgs &a, const ApplyPlan &p)
     case ApplyPath::kTile: return launch_tile(a, p);
     case ApplyPath::kStream: return launch_stream(a, p);
     case ApplyPath::kWgmma: return launch_wgmma(a, p);
-#if defined(RADIANCE_KERNEL_VARIANTS)
     case ApplyPath::kStreamSharedX: return launch_stream_shared_x(a, p);
-#endif
     }
     return (rad_error_t)RADIANCE_GPU_EINVAL;
 }
@@ -172,7 +190,10 @@ enum {
     kStreamXs = 21,
     kStreamXs2 = 22,
     kStreamXs2Ss2 = 23,
-    kVariants = 24
+    kStreamXsBal = 24,
+    kStreamXPair = 25,
+    kWgRsEarly128 = 26,
+    kVariants = 27
 };
 
 /* The wgmma kernel with exactly this copy mode, or false where it cannot run here. */
@@ -225,12 +246,17 @@ int variant_plan(const ApplyArgs &a, int variant, ApplyPlan *p)
     case kStreamXs:
     case kStreamXs2:
     case kStreamXs2Ss2:
-        p->path = ApplyPath::kStreamSharedX;
-        p->row_tiles = 1;
-        p->token_tiles = variant == kStreamXs ? 1 : 2;
-        p->super_step = variant == kStreamXs2Ss2 ? 2 : 4;
-        p->x_mode = kXShared;
-        ok = big_groups;
+    case kStreamXsBal:
+        /* at least 8 warps beside the activations (16 for the library's plan, make_plan); Bal:
+         * 12 to 16 warps, as many as split the head's 16-row units evenly over the grid */
+        ok = big_groups && plan_stream_shared_x(a, variant == kStreamXs || variant == kStreamXsBal ? 1 : 2,
+                                                variant == kStreamXs2Ss2 ? 2 : 4, variant == kStreamXsBal ? 12 : 8,
+                                                variant == kStreamXsBal, p);
+        break;
+    case kStreamXPair: ok = big_groups && plan_stream_x_pair(a, 16, p); break;
+    case kWgRsEarly128:
+        ok = variant_wgmma(a, 128, kCopyTma, 2, p);
+        p->rs_variant = 1;
         break;
     case kWgmma32: ok = variant_wgmma(a, 32, kCopyAsync, 2, p); break;
     case kWgmma64: ok = variant_wgmma(a, 64, kCopyAsync, 2, p); break;

@@ -43,9 +43,7 @@ enum class ApplyPath {
     kTile,   /* mma.sync, activations shared by 8 warps through shared memory: apply_mma.hip */
     kStream, /* mma.sync, weights through a per-warp cp.async ring (few tokens, G >= 128): apply_stream.hip */
     kWgmma,  /* sm_90a warpgroup MMA fed by TMA (G >= 128): apply_wgmma.hip */
-#if defined(RADIANCE_KERNEL_VARIANTS)
-    kStreamSharedX, /* kStream with the activations in shared memory, one block per SM */
-#endif
+    kStreamSharedX, /* kStream with the activations in shared memory, one block per SM: apply_stream.hip */
 };
 
 /* kStream: how a warp reads the activations of its tokens. From global memory (through L1), lanes
@@ -53,7 +51,16 @@ enum class ApplyPath {
  * extra traffic and no per-step test; faster for 1-2 tokens) or loading nothing (kXSkip: faster
  * for 3-6 tokens, H200); or from shared memory (kXShared, kStreamSharedX), where the block has put
  * them in the order the lanes read them. */
-enum StreamX { kXClamp = 0, kXSkip = 1, kXShared = 2 };
+enum StreamX {
+    kXClamp = 0,
+    kXSkip = 1,
+    kXShared = 2,
+#if defined(RADIANCE_KERNEL_VARIANTS)
+    /* kStreamSharedX, 16 tokens, benchmark build (CUDA, sm_90): a cluster of two blocks on two SMs,
+     * each holding one 8-token tile, each reading the other's through distributed shared memory */
+    kXSharedPair = 3,
+#endif
+};
 
 /* kWgmma: how a step's weights and activations reach shared memory. */
 enum WgmmaCopy {
@@ -75,8 +82,13 @@ struct ApplyPlan {
      * warpgroups; 2: two, ping-pong), running scale (128 tokens) */
     int tokens, copy, halves;
     bool running_scale;
+    /* kStreamSharedX: steps per ring slot, warps per block, blocks (at most one per SM), dynamic
+     * shared memory bytes (the rings and the activations), all from plan_stream_shared_x */
+    int super_step, warps, blocks, smem;
 #if defined(RADIANCE_KERNEL_VARIANTS)
-    int super_step; /* kStreamSharedX: steps per ring slot */
+    /* kWgmma with the running scale (benchmark build): 0 the library's kernel, 1 EARLY_RESCALE
+     * (apply_wgmma.hip) */
+    int rs_variant;
 #endif
     /* kWgmma with copy kCopyTmaX (xmap) or kCopyTma (both), encoded by the planner */
     rad_tma_desc_t xmap, wmap;
@@ -89,9 +101,19 @@ rad_error_t launch_mma(const ApplyArgs &a, const ApplyPlan &p);
 rad_error_t launch_tile(const ApplyArgs &a, const ApplyPlan &p);
 rad_error_t launch_stream(const ApplyArgs &a, const ApplyPlan &p);
 rad_error_t launch_wgmma(const ApplyArgs &a, const ApplyPlan &p);
-#if defined(RADIANCE_KERNEL_VARIANTS)
-/* RADIANCE_GPU_ENOFIT where the activations do not fit in shared memory beside the rings */
 rad_error_t launch_stream_shared_x(const ApplyArgs &a, const ApplyPlan &p);
+
+/* kStreamSharedX for 8 token_tiles tokens at most (m <= 8 token_tiles), super_step steps per ring
+ * slot: fills p and returns true where the activations (16 k bytes per 8 tokens) fit in the
+ * device's opt-in shared memory per block beside the rings of at least min_warps warps; false
+ * (p untouched) where they do not, or for a group the kernel lacks. balance: warps per block chosen
+ * so that the 16-row units of the head split evenly over the grid (else as many as fit, to 16). */
+bool plan_stream_shared_x(const ApplyArgs &a, int token_tiles, int super_step, int min_warps, bool balance,
+                          ApplyPlan *p);
+#if defined(RADIANCE_KERNEL_VARIANTS)
+/* kStreamSharedX with kXSharedPair (9-16 tokens): one 8-token tile per block beside the rings of at
+ * least min_warps warps, an even grid; false where that does not fit or the GPU has no clusters */
+bool plan_stream_x_pair(const ApplyArgs &a, int min_warps, ApplyPlan *p);
 #endif
 
 /* Whether this build holds the wgmma kernel for the current device (an sm_90a binary on an sm_90

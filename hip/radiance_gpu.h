@@ -75,6 +75,8 @@ int radiance_gpu_apply(const uint16_t *x, int64_t m, int64_t k, const int32_t *p
 #define RADIANCE_GPU_TEST_NO_WGMMA 2    /* no sm_90a kernel: the stream, mma and tiled kernels */
 #define RADIANCE_GPU_TEST_REFUSE_XMAP 4 /* the activations' tensor map refused */
 #define RADIANCE_GPU_TEST_REFUSE_WMAP 8 /* the weights' tensor map refused */
+#define RADIANCE_GPU_TEST_NO_SHARED_X 16 /* activations never in shared memory (as if they did not fit) */
+#define RADIANCE_GPU_TEST_SHARED_X 32    /* up to 8 tokens: activations in shared memory where they fit */
 int radiance_gpu_test_refuse(int flags);
 
 #ifdef __cplusplus

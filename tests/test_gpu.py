@@ -350,3 +350,63 @@ def test_apply_gpu_fallback_paths_match_float64(flags, m, k, group_size):
     bound = 2.0**-8 * np.abs(ref) + 2e-6 * (np.abs(x.astype(np.float64)) @ np.abs(w_hat).T) + 1e-6
     excess = np.abs(got - ref) / bound
     assert excess.max() <= 1.0, f"seed {seed}: worst error {excess.max():.2f}x the bound"
+
+
+# The stream kernel with the activations in shared memory (hip/apply_stream.hip): the planner takes
+# it from 5 tokens where they fit beside 16 warps' rings (16 k bytes per 8 tokens: k up to about
+# 6300 with an H200's 227 KiB per block), the flag SHARED_X forces it for 1-8 tokens where they
+# fit, NO_SHARED_X never. k = 6400 and 8192 do not fit on an H200 (the fallback: stream or wgmma).
+NO_SHARED_X, SHARED_X = 16, 32
+SHARED_X_SHAPES = [(128, 128), (640, 128), (1152, 128), (2304, 256), (5120, 128), (6400, 128), (8192, 256)]
+
+
+def apply_with_flags(flags, x, packed, scales, bias, group_size, n):
+    out = torch.full((x.shape[0], n), float("nan"), dtype=torch.bfloat16, device=DEV)  # poisoned
+    with planner_refuses(flags):
+        radiance.apply(
+            to_torch(x), to_torch(packed), to_torch(scales),
+            None if bias is None else to_torch(bias), group_size, out=out,
+        )
+        torch.cuda.synchronize()
+    return to_numpy(out)
+
+
+@pytest.mark.parametrize("flags", [0, SHARED_X, NO_SHARED_X], ids=["auto", "forced", "never"])
+@pytest.mark.parametrize("m", [1, 4, 5, 8])
+@pytest.mark.parametrize("k, group_size", SHARED_X_SHAPES)
+def test_apply_gpu_shared_x_matches_float64(flags, m, k, group_size):
+    rng, seed = fresh_rng()
+    # n: below one block's 16 warps x 16 rows (idle warps), a few thousand rows, or (small k, to keep
+    # the float64 reference small) more 16-row units than an H200's 132 x 16 warps; never a tile multiple
+    big_n = 40000 if k <= 640 else 6000
+    n = int(rng.choice([1, 17, 255, int(rng.integers(big_n // 2, big_n)) | 1]))
+    w = weights(rng, n, k, "outliers").astype(BF16)
+    packed, scales = radiance.quantize_rows(w, group_size, "rtn")  # rtn: the apply is tested
+    x = (rng.standard_normal((m, k)) * 2).astype(BF16)
+    x[m // 2, : k // 3] *= 50  # an outlier token
+    bias = rng.standard_normal(n).astype(BF16) if (m + k // 128) % 2 else None
+    got = apply_with_flags(flags, x, packed, scales, bias, group_size, n).astype(np.float64)
+    assert np.isfinite(got).all(), f"unwritten outputs (seed {seed})"
+    ref = apply_reference(x, radiance.unpack_shuffle(packed), scales, group_size, bias)
+    w_hat = radiance.dequantize(packed, scales, group_size).astype(np.float64)
+    bound = 2.0**-8 * np.abs(ref) + 2e-6 * (np.abs(x.astype(np.float64)) @ np.abs(w_hat).T) + 1e-6
+    excess = np.abs(got - ref) / bound
+    assert excess.max() <= 1.0, f"seed {seed}: worst error {excess.max():.2f}x the bound"
+
+
+@pytest.mark.parametrize("m", [1, 2, 5, 6])
+@pytest.mark.parametrize("k, group_size", [(640, 128), (2304, 256), (5120, 128)])
+def test_apply_gpu_shared_x_equals_stream_kernel_bit_for_bit(m, k, group_size):
+    """Both kernels run the same warp body (stream_warp_rows), only the activations' source
+    differs, so every output bit must agree: a misplaced activation in the shared copy shows."""
+    rng, seed = fresh_rng()
+    n = int(rng.integers(2000, 9000)) | 1
+    w = weights(rng, n, k, "gaussian").astype(BF16)
+    packed, scales = radiance.quantize_rows(w, group_size, "rtn")  # rtn: the apply is tested
+    x = (rng.standard_normal((m, k)) * 2).astype(BF16)
+    bias = rng.standard_normal(n).astype(BF16)
+    shared = apply_with_flags(SHARED_X, x, packed, scales, bias, group_size, n)
+    stream = apply_with_flags(NO_SHARED_X | NO_WGMMA, x, packed, scales, bias, group_size, n)
+    assert np.isfinite(shared.astype(np.float64)).all(), f"unwritten outputs (seed {seed})"
+    diff = np.flatnonzero(shared.view(np.uint16) != stream.view(np.uint16))
+    assert diff.size == 0, f"seed {seed}: {diff.size} outputs differ, first at {np.unravel_index(diff[0], shared.shape)}"

@@ -7,6 +7,10 @@
 #   OUT=/tmp/out bash benchmarks/harness/device_run.sh variants
 #       (the kernel harness alone: the benchmark build, every variant checked against float64,
 #       then timed at 1-16 tokens)
+#   OUT=/tmp/out bash benchmarks/harness/device_run.sh speed
+#       (about 8 minutes: the benchmark build, every variant checked against float64 with poisoned
+#       outputs at awkward sizes, the library's shared-activation tests and their memcheck, then
+#       auto against the candidates at 1-256 tokens on 248320 x 5120; the tables come last)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-out}
@@ -25,6 +29,52 @@ if [ "$what" = variants ]; then
     exit 0
 fi
 
+if [ "$what" = speed ]; then
+    # the new benchmark-only kernels (a cluster launch, a reordered wgmma pipeline) are checked and
+    # timed in processes of their own, so that a fault there cannot take the other results with it
+    new_variants=streamxpair,wgrse128
+    start=$SECONDS
+    python3 benchmarks/harness/gpu_kernels.py build --log "$OUT/nvcc.log" || { tail -30 "$OUT/nvcc.log"; exit 1; }
+    echo "harness build $((SECONDS - start)) s"
+    # the library build (setup.py) in the background while the harness checks run
+    rm -f python/radiance/_C.*.so
+    (RADIANCE_GPU=cuda RADIANCE_GPU_ARCHS=${RADIANCE_GPU_ARCHS:-90} python3 setup.py -q build_ext --inplace \
+        >"$OUT/build.log" 2>&1; echo $? >"$OUT/build.rc") &
+    timeout 180 python3 benchmarks/harness/gpu_kernels.py check --skip "$new_variants" >"$OUT/check.log" 2>&1
+    echo "check (all but $new_variants) rc=$? ($((SECONDS - start)) s) :: $(grep -E 'ALL CHECKS|FAILED' "$OUT/check.log")"
+    grep -A 12 FAILED "$OUT/check.log" | head -14
+    timeout 60 python3 benchmarks/harness/gpu_kernels.py check --variants "auto,$new_variants" \
+        >"$OUT/check_new.log" 2>&1
+    echo "check ($new_variants) rc=$? ($((SECONDS - start)) s) :: $(grep -E 'ALL CHECKS|FAILED' "$OUT/check_new.log")"
+    grep -A 12 FAILED "$OUT/check_new.log" | head -14
+    wait
+    if [ "$(cat "$OUT/build.rc")" = 0 ]; then
+        timeout 90 python3 -m pytest -q -p no:cacheprovider tests/test_gpu.py -k "shared_x or fallback" \
+            >"$OUT/test_shared_x.log" 2>&1
+        echo "GPU tests (shared_x, fallback) rc=$? :: $(tail -1 "$OUT/test_shared_x.log")"
+        grep -E "^(FAILED|E  )" "$OUT/test_shared_x.log" | head -8
+        timeout 60 compute-sanitizer --tool memcheck --error-exitcode 9 python3 -m pytest -q -x \
+            -p no:cacheprovider tests/test_gpu.py -k "(shared_x and bit_for_bit) or (shared_x and 5120-128-8)" \
+            >"$OUT/memcheck.log" 2>&1
+        echo "memcheck rc=$? :: $(grep -E 'ERROR SUMMARY|passed|failed' "$OUT/memcheck.log" | tail -2 | tr '\n' ' ')"
+    else
+        echo "library build failed:"; grep -v ptxas "$OUT/build.log" | tail -15
+    fi
+    echo "tests done $((SECONDS - start)) s"
+    timeout 150 python3 benchmarks/harness/gpu_kernels.py time --quick --ms 1,4,8,12,16,64,128,256 \
+        >"$OUT/time.log" 2>&1
+    echo "time rc=$? ($((SECONDS - start)) s)"
+    timeout 60 python3 benchmarks/harness/gpu_kernels.py time --quick --no-peers --ms 12,16,128,256 \
+        --variants "auto,wgquad16,wgpipers128,$new_variants" >"$OUT/time_new.log" 2>&1
+    echo "time ($new_variants) rc=$? ($((SECONDS - start)) s)"
+    grep -E "roofline" "$OUT/time.log"
+    for f in time time_new; do
+        if grep -q '^## variants' "$OUT/$f.log"; then sed -n '/^## variants/,$p' "$OUT/$f.log"
+        else grep -E "ours|bf16|Error|error" "$OUT/$f.log" | tail -30; fi
+    done
+    exit 0
+fi
+
 if [ ! -f python/radiance/_C.*.so ] || [ "${REBUILD:-1}" = 1 ]; then
     rm -f python/radiance/_C.*.so
     (time RADIANCE_GPU=cuda RADIANCE_GPU_ARCHS=${RADIANCE_GPU_ARCHS:-90} \
@@ -39,7 +89,7 @@ if [ "$what" != bench ]; then  # tests, smoke, all
     echo "GPU tests rc=$? :: $(tail -1 "$OUT/test_gpu.log")"
     timeout 200 compute-sanitizer --tool memcheck --error-exitcode 9 python3 -m pytest -q -x \
         -p no:cacheprovider tests/test_gpu.py \
-        -k "(equals_cpu and bf16 and mse and outliers) or (matches_float64 and 5120) or hand_made or graphs or refused" \
+        -k "(equals_cpu and bf16 and mse and outliers) or (matches_float64 and 5120) or hand_made or graphs or refused or (shared_x and bit_for_bit) or (shared_x and 640-128)" \
         >"$OUT/memcheck.log" 2>&1
     echo "memcheck rc=$? :: $(grep -E 'ERROR SUMMARY|passed|failed' "$OUT/memcheck.log" | tail -2 | tr '\n' ' ')"
 fi

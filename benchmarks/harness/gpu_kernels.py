@@ -45,18 +45,18 @@ VARIANTS = {"auto": 0, "vector": 1, "mma1x1": 2, "tile2x2": 3, "tile2x4": 4, "ti
             "streamM2": 7, "wgmma32": 8, "wgmma64": 9, "wgtma32": 10, "wgtma64": 11, "wgrs128": 12,
             "wgpipe32": 13, "wgpipe64": 14, "wgpipers128": 15, "wgpipe16": 16, "wgquad8": 17, "wgquad16": 18,
             "wgquad32": 19, "streamskipx": 20, "streamxs": 21, "streamxs2": 22,
-            "streamxs2ss2": 23}
+            "streamxs2ss2": 23, "streamxsbal": 24, "streamxpair": 25, "wgrse128": 26}
 # which variants the timing mode tries per m on the first head (the others get "auto" only)
 TIME_VARIANTS = {
-    1: "auto,streamskipx,streamxs",
-    4: "auto,stream,wgquad8,streamxs",
-    8: "auto,stream,streamxs",
-    12: "auto,streamxs2,streamxs2ss2",
-    16: "auto,wgpipe16,streamxs2,streamxs2ss2",
+    1: "auto,stream,streamxs",
+    4: "auto,streamskipx,streamxs,streamxsbal",
+    8: "auto,wgquad8,stream,streamxsbal",
+    12: "auto,wgquad16,streamxs2ss2",
+    16: "auto,wgquad16,wgpipe16,streamxs2ss2",
     32: "auto,wgpipe32",
     64: "auto,wgtma64",
-    128: "auto,wgrs128",
-    256: "auto,wgrs128",
+    128: "auto,wgpipers128",
+    256: "auto,wgpipers128",
 }
 
 
@@ -319,7 +319,7 @@ def compare_apply(out_bits, ref, absref, tag, failures):
     return True
 
 
-def check_apply(L, rng, torch, failures, big=False):
+def check_apply(L, rng, torch, failures, big=False, only="", skip=""):
     stream = torch.cuda.current_stream().cuda_stream
     ms = (1, 2, 3, 5, 8, 16, 17, 33, 64, 100, 256, 300)
     cases = []
@@ -332,7 +332,11 @@ def check_apply(L, rng, torch, failures, big=False):
     cases.append((64, 45, 192))
     cases.append((32, 123, 32))
     cases.append((64, 130, 64 * 7))
-    variants = list(VARIANTS.items())
+    only_set, skip_set = set(filter(None, only.split(","))), set(filter(None, skip.split(",")))
+    unknown = (only_set | skip_set) - set(VARIANTS)
+    if unknown:
+        sys.exit(f"unknown variants: {sorted(unknown)}")
+    variants = [(v, i) for v, i in VARIANTS.items() if (not only_set or v in only_set) and v not in skip_set]
     n_ok = n_skipped = 0
     for ci, (group, n, k) in enumerate(cases):
         # packed words: random nibbles, plus an all-zero-scale row; scales positive and negative
@@ -370,13 +374,16 @@ def check_apply(L, rng, torch, failures, big=False):
                 if vname == "vector" and m > 64 and k > 2048:
                     continue  # slow path, covered at smaller sizes
                 out = torch.full((m, n), -1, dtype=torch.int16, device="cuda")  # 0xFFFF: NaN
+                tag = f"apply {vname} G={group} n={n} k={k} m={m} bias={use_bias}"
                 try:
                     L.apply(xt, pk, sc, bt, group, out, stream, v)
+                    torch.cuda.synchronize()
                 except NotApplicable:
                     n_skipped += 1
                     continue
-                torch.cuda.synchronize()
-                tag = f"apply {vname} G={group} n={n} k={k} m={m} bias={use_bias}"
+                except RuntimeError as e:  # a launch or kernel error: recorded, the other variants go on
+                    failures.append(f"{tag}: {str(e)[:200]}")
+                    continue
                 if compare_apply(out.cpu().numpy().view(np.uint16), ref, absref, tag, failures):
                     n_ok += 1
         print(f"ok  apply G={group} n={n} k={k}: all variants, {n_ok} runs so far ({n_skipped} not applicable)")
@@ -424,10 +431,11 @@ def cmd_check(args):
     rng = np.random.default_rng(seed)
     failures = []
     t0 = time.time()
-    check_quantize(L, rng, torch, failures, args.big)
-    print(f"quantize checks {time.time() - t0:.1f} s")
+    if not args.variants:  # --variants: those apply variants only
+        check_quantize(L, rng, torch, failures, args.big)
+        print(f"quantize checks {time.time() - t0:.1f} s")
     t0 = time.time()
-    check_apply(L, rng, torch, failures, args.big)
+    check_apply(L, rng, torch, failures, args.big, args.variants, args.skip)
     print(f"apply checks {time.time() - t0:.1f} s")
     if failures:
         print(f"FAILED: {len(failures)}")
@@ -520,7 +528,7 @@ def cmd_time(args):
     packed = torch.empty((n, k // 8), dtype=torch.int32, device="cuda")
     scales = torch.empty((n, k // 128), dtype=torch.int16, device="cuda")
     qbytes = n * k * 2 + n * k // 2 + n * k // 128 * 2
-    for clip, cname in ((CLIP_MSE, "mse"), (CLIP_RTN, "rtn")):
+    for clip, cname in () if args.no_peers else ((CLIP_MSE, "mse"), (CLIP_RTN, "rtn")):
         def run_q(clip=clip):
             return L.quantize(w, 128, clip, packed, scales, stream)
         run_q()
@@ -537,7 +545,7 @@ def cmd_time(args):
             te.append(e0.elapsed_time(e1) * 1e3)
         report(f"quantize ours {cname} {n}x{k} g128 (events: flag memset+kernel+copy)", float(np.median(te)), qbytes)
         report(f"quantize ours {cname} {n}x{k} g128 (host wall, whole call)", float(np.median(ts)), qbytes)
-    if not args.quick:
+    if not args.quick and not args.no_peers:
         for mse in (True, False):
             torch.cuda.synchronize()
             t0 = time.perf_counter()
@@ -564,8 +572,11 @@ def cmd_time(args):
         nrot_bf = max(1, math.ceil(250e6 / bf16_bytes))
         torch.manual_seed(0)
         pks, scs, wbf = random_heads(torch, n, k, group, (nrot_i4, nrot_bf))
+        w8 = wi = None
         # fp8 row-wise
         try:
+            if args.no_peers:
+                raise RuntimeError("--no-peers")
             w8 = [(wb.float() / (wb.float().abs().amax(1, keepdim=True) / 448).clamp_min(1e-12)).to(torch.float8_e4m3fn)
                   for wb in wbf]
             sb = torch.ones(1, n, device="cuda", dtype=torch.float32)
@@ -574,6 +585,8 @@ def cmd_time(args):
             print("# fp8 setup failed:", e)
         # tinygemm int4 (its own packing)
         try:
+            if args.no_peers:
+                raise RuntimeError("--no-peers")
             wi = [torch._convert_weight_to_int4pack(
                 torch.randint(0, 256, (n, k // 2), dtype=torch.uint8, device="cuda"), 8) for _ in range(nrot_i4)]
             sz = torch.rand(k // 128, n, 2, device="cuda").to(torch.bfloat16)
@@ -606,7 +619,8 @@ def cmd_time(args):
             def bf():
                 i = itb[0] = (itb[0] + 1) % nrot_bf
                 return x @ wbf[i].t()
-            res["bf16"] = report(f"{n}x{k} m={m:3d} bf16 cuBLAS", bench(bf, torch), bf16_bytes)
+            if not args.no_peers:
+                res["bf16"] = report(f"{n}x{k} m={m:3d} bf16 cuBLAS", bench(bf, torch), bf16_bytes)
             if w8 is not None:
                 x8 = x.float().clamp(-448, 448).to(torch.float8_e4m3fn)
                 sa = torch.ones(m, 1, device="cuda", dtype=torch.float32)
@@ -647,6 +661,16 @@ def cmd_time(args):
             else:
                 line += f" {'-':>8} {'-':>5}"
         print(line)
+    # per m: every variant timed (the automatic plan first) against the best peer, x of M = 1's auto
+    print("\n## variants (us; xM1 = auto / auto at the smallest m of the head)")
+    for n, k in sorted({(n, k) for n, k, *_ in summary}, key=lambda h: -h[0]):
+        rows_h = [(m, res) for hn, hk, m, res, _ in summary if (hn, hk) == (n, k)]
+        base = rows_h[0][1].get("auto") if rows_h else None
+        for m, res in rows_h:
+            ours_v = " ".join(f"{v}={res[v]:.1f}" for v in res if v in VARIANTS)
+            peers = " ".join(f"{v}={res[v]:.1f}" for v in ("bf16", "fp8") if v in res)
+            rel = f" xM1={res['auto'] / base:.2f}" if base and "auto" in res else ""
+            print(f"{n}x{k} m={m:<3d} {ours_v} | {peers}{rel}")
 
 
 def cmd_sass(args):
@@ -708,7 +732,9 @@ def main():
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--heads", help="comma-separated NxK heads for time (default: all)")
     ap.add_argument("--seed", type=int, default=None)
-    ap.add_argument("--variants", default="")
+    ap.add_argument("--variants", default="", help="check/time: only these variants (comma-separated)")
+    ap.add_argument("--skip", default="", help="check: all variants but these")
+    ap.add_argument("--no-peers", action="store_true", help="time: no quantize, bf16, fp8 or tinygemm timings")
     ap.add_argument("--ms", default="", help="token counts to time, e.g. 1,4,8 (default 1..256)")
     args = ap.parse_args()
     if args.mode == "build":
