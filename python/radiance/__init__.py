@@ -102,11 +102,9 @@ def _torch_output(obj, name):
 def _written(*tensors):
     """Bumps the version counter of torch tensors written through DLPack, as torch's in-place
     ops do, so that autograd and torch.compile see the change."""
-    import torch
-
     for t in tensors:
         if t is not None:
-            torch.autograd.graph.increment_version(t)
+            sys.modules["torch"].autograd.graph.increment_version(t)
 
 
 def _dim(obj):
