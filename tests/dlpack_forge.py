@@ -66,6 +66,7 @@ _capsule_name.argtypes = [ctypes.py_object]
 DTYPE_CODES = {
     "float32": (KDL_FLOAT, 32),
     "float16": (KDL_FLOAT, 16),
+    "float64": (KDL_FLOAT, 64),
     "bfloat16": (KDL_BFLOAT, 16),
     "int32": (KDL_INT, 32),
     "int8": (KDL_INT, 8),
