@@ -63,8 +63,10 @@ WORKER = textwrap.dedent(r'''
             return ForgedProducer(a, versioned=spec["versioned"], **spec["lie"]), a
         return a, a
 
-    def plain_size(argument):
-        return getattr(argument, "array", argument).dtype.itemsize
+    def read_alignment(argument, spec):
+        """The boundary below which radiance copies an input: its element size, 4 for the
+        int8 view of packed words (read as int32)."""
+        return 4 if spec["dtype"] == "i8view" else getattr(argument, "array", argument).dtype.itemsize
 
     def run(case):
         overlaps_in_place = False
@@ -138,7 +140,8 @@ WORKER = textwrap.dedent(r'''
                     read_in_place = (specs[alias[1]]["order"] == "native" and
                                      (specs[alias[1]]["layout"] == "contiguous" or
                                       (specs[alias[1]]["layout"] == "offset" and
-                                       specs[alias[1]]["shift"] % plain_size(args[alias[1]]) == 0)))
+                                       specs[alias[1]]["shift"] % read_alignment(
+                                           args[alias[1]], specs[alias[1]]) == 0)))
                     overlaps_in_place = read_in_place and not specs[alias[1]].get("lie")
             args[name], outputs[name] = as_argument(target, spec)
         call_args = args
