@@ -138,3 +138,27 @@ def test_x_with_an_empty_dimension(head):
     with pytest.raises(ValueError, match="x has K = 0 columns, but packed holds K = 256"):
         radiance.apply(torch.zeros(2, 3, 0), packed, scales)
     assert radiance.apply(torch.zeros(0, 3, 256), packed, scales).shape == (0, 3, 24)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(radiance.gpu_backend() == "none" or not torch.cuda.is_available(),
+                    reason="needs a GPU build of radiance and a GPU")
+def test_on_the_gpu_overlap_negative_bit_and_version():
+    gen = torch.Generator(device="cuda").manual_seed(1)
+    w = torch.randn(24, 256, device="cuda", generator=gen)
+    packed, scales = radiance.quantize_rows(w)
+    x = torch.randn(3, 256, device="cuda", generator=gen).to(torch.bfloat16)
+    expected = radiance.apply(x, packed, scales)
+    buffer = torch.zeros(3 * 256 + 64, dtype=torch.bfloat16, device="cuda")
+    buffer[:768].copy_(x.reshape(-1))
+    with pytest.raises(ValueError, match="out and x overlap in memory"):  # out at byte 1504
+        radiance.apply(buffer[:768].view(3, 256), packed, scales, out=buffer[752:824].view(3, 24))
+    assert torch.equal(radiance.apply(torch._neg_view(-x), packed, scales), expected)
+    out = torch.empty(3, 24, dtype=torch.bfloat16, device="cuda")
+    before = out._version
+    radiance.apply(x, packed, scales, out=out)
+    assert out._version > before and torch.equal(out, expected)
+    with pytest.raises(ValueError, match="scales_out and packed_out overlap in memory"):
+        words = torch.zeros(24 * 32 + 16, dtype=torch.int32, device="cuda")
+        radiance.quantize_rows(w, packed_out=words[:768].view(24, 32),
+                               scales_out=words[760:784].view(torch.bfloat16).view(24, 2))
