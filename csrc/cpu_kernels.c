@@ -119,17 +119,25 @@ int rad_cpu_threads(void) {
 }
 
 /* Runs fn over [0, count) on up to rad_cpu_threads() threads, each at least min_chunk items.
- * Returns 0, or -1 if a thread could not be started (the work is then done on this thread). */
+ * Returns 0, or -1 if a thread could not be started (the work is then done on this thread).
+ * The per-thread bookkeeping lives on the heap: callers may run on small thread stacks
+ * (threading.stack_size(32768)), and 1024 threads' worth of it is 40 KB. */
 static int parallel_for(int64_t count, int64_t min_chunk, range_fn fn, void *ctx) {
     int threads = rad_cpu_threads();
     if (min_chunk < 1) min_chunk = 1;
     if (count / min_chunk < threads) threads = (int)(count / min_chunk);
-    if (threads <= 1) {
-        if (count > 0) fn(ctx, 0, count);
-        return 0;
+    struct range_job *jobs = NULL;
+    pthread_t *ids = NULL;
+    if (threads > 1) {
+        jobs = (struct range_job *)malloc(sizeof *jobs * (size_t)threads);
+        ids = (pthread_t *)malloc(sizeof *ids * (size_t)threads);
     }
-    struct range_job jobs[1024];
-    pthread_t ids[1024];
+    if (!jobs || !ids) {
+        free(jobs);
+        free(ids);
+        if (count > 0) fn(ctx, 0, count);
+        return threads > 1 ? -1 : 0;
+    }
     int started = 0, status = 0;
     int64_t step = count / threads, extra = count % threads, begin = 0;
     for (int t = 0; t < threads; t++) {
@@ -147,6 +155,8 @@ static int parallel_for(int64_t count, int64_t min_chunk, range_fn fn, void *ctx
         status = -1;
         fn(ctx, jobs[t].begin, jobs[t].end);
     }
+    free(jobs);
+    free(ids);
     return status;
 }
 

@@ -61,12 +61,46 @@ static int parse_stream(PyObject *obj, long long *stream) {
     return 0;
 }
 
-static int check_group_size(int group_size) {
-    if (RAD_GROUP_OK(group_size)) return 0;
-    PyErr_Format(PyExc_ValueError, "group_size must be one of 32, 64, 128, 256, got %d",
-                 group_size);
-    return -1;
+/* PyArg "O&" converter: group_size as an int of {32, 64, 128, 256}. Any integer (NumPy's too)
+ * is taken; one too large for a C int is out of range like any other, not an OverflowError. */
+static int group_size_arg(PyObject *obj, void *out) {
+    if (!PyIndex_Check(obj) || PyBool_Check(obj)) {
+        PyErr_Format(PyExc_TypeError, "group_size must be an int (32, 64, 128 or 256), not %.100s",
+                     Py_TYPE(obj)->tp_name);
+        return 0;
+    }
+    PyObject *index = PyNumber_Index(obj);
+    if (!index) return 0;
+    int overflow = 0;
+    const long long value = PyLong_AsLongLongAndOverflow(index, &overflow);
+    Py_DECREF(index);
+    if (value == -1 && PyErr_Occurred()) return 0;
+    if (overflow || value < 0 || value > 0x7fffffff || !RAD_GROUP_OK((int)value)) {
+        PyErr_Format(PyExc_ValueError, "group_size must be one of 32, 64, 128, 256, got %R", obj);
+        return 0;
+    }
+    *(int *)out = (int)value;
+    return 1;
 }
+
+/* PyArg "O&" converter: clip as a str (its name is checked by the caller). */
+static int clip_arg(PyObject *obj, void *out) {
+    if (!PyUnicode_Check(obj)) {
+        PyErr_Format(PyExc_TypeError, "clip must be a str naming the clip mode, not %.100s",
+                     Py_TYPE(obj)->tp_name);
+        return 0;
+    }
+    Py_ssize_t length;
+    const char *name = PyUnicode_AsUTF8AndSize(obj, &length);
+    if (!name) return 0;
+    if ((size_t)length != strlen(name)) {
+        PyErr_SetString(PyExc_ValueError, "clip contains a NUL character");
+        return 0;
+    }
+    *(const char **)out = name; /* lives as long as obj, an argument of the call */
+    return 1;
+}
+
 
 static int check_ndim(const rad_view *v, const char *name, int ndim, const char *layout) {
     if (v->ndim == ndim) return 0;
@@ -260,14 +294,13 @@ static PyObject *py_quantize_rows(PyObject *self, PyObject *args, PyObject *kwar
                      *stream_obj = Py_None;
     int group_size = 128;
     const char *clip_name = "mse";
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|is$OOOO:quantize_rows", kwlist, &w_obj,
-                                     &group_size, &clip_name, &act_obj, &packed_obj, &scales_obj,
-                                     &stream_obj))
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O&O&$OOOO:quantize_rows", kwlist, &w_obj,
+                                     group_size_arg, &group_size, clip_arg, &clip_name, &act_obj,
+                                     &packed_obj, &scales_obj, &stream_obj))
         return NULL;
     long long stream;
     int clip;
-    if (parse_stream(stream_obj, &stream) < 0 || check_group_size(group_size) < 0 ||
-        parse_clip(clip_name, act_obj, &clip) < 0)
+    if (parse_stream(stream_obj, &stream) < 0 || parse_clip(clip_name, act_obj, &clip) < 0)
         return NULL;
 
     view_set set = {.count = 0};
@@ -312,7 +345,10 @@ static PyObject *py_quantize_rows(PyObject *self, PyObject *args, PyObject *kwar
             check_shape2(packed, "packed_out", rows, words, "(rows, cols/8)") < 0 ||
             check_ndim(scales, "scales_out", 2, "[rows, cols/group_size]") < 0 ||
             check_dtype(scales, "scales_out", RV_BF16) < 0 ||
-            check_shape2(scales, "scales_out", rows, groups, "(rows, cols/group_size)") < 0)
+            check_shape2(scales, "scales_out", rows, groups, "(rows, cols/group_size)") < 0 ||
+            rad_view_check_disjoint(packed, "packed_out", w, "w") < 0 ||
+            rad_view_check_disjoint(scales, "scales_out", w, "w") < 0 ||
+            rad_view_check_disjoint(scales, "scales_out", packed, "packed_out") < 0)
             goto done;
 #ifdef RADIANCE_WITH_GPU
         int64_t bad_row = -1;
@@ -378,7 +414,10 @@ static PyObject *py_quantize_rows(PyObject *self, PyObject *args, PyObject *kwar
             check_shape2(packed, "packed_out", rows, words, "(rows, cols/8)") < 0 ||
             check_dtype(scales, "scales_out", RV_BF16) < 0 ||
             check_ndim(scales, "scales_out", 2, "[rows, cols/group_size]") < 0 ||
-            check_shape2(scales, "scales_out", rows, groups, "(rows, cols/group_size)") < 0)
+            check_shape2(scales, "scales_out", rows, groups, "(rows, cols/group_size)") < 0 ||
+            rad_view_check_disjoint(packed, "packed_out", w, "w") < 0 ||
+            rad_view_check_disjoint(scales, "scales_out", w, "w") < 0 ||
+            rad_view_check_disjoint(scales, "scales_out", packed, "packed_out") < 0)
             goto done;
         int status;
         Py_BEGIN_ALLOW_THREADS
@@ -452,6 +491,13 @@ static PyObject *py_unpack_shuffle(PyObject *self, PyObject *arg) {
     if (!v || check_host(v, "words", "unpack_shuffle") < 0 ||
         check_ndim(v, "words", 2, "[rows, cols/8]") < 0 || check_dtype(v, "words", RV_I32) < 0)
         goto done;
+    if (v->shape[1] > NPY_MAX_INTP / 8) {
+        PyErr_Format(PyExc_ValueError,
+                     "words has %lld words per row; their nibbles (8 per word) would not fit in "
+                     "memory",
+                     (long long)v->shape[1]);
+        goto done;
+    }
     const int64_t rows = v->shape[0], cols = v->shape[1] * 8;
     result = new_array(2, rows, cols, NPY_UINT8);
     if (!result) goto done;
@@ -481,8 +527,9 @@ static int64_t check_packed_head(const rad_view *packed, const rad_view *scales,
                      (long long)packed->shape[1]);
         return -1;
     }
-    if (packed->dtype == RV_I8 && (uintptr_t)packed->data % 4 != 0) {
-        PyErr_SetString(PyExc_ValueError, "packed (an int8 view) must start on a 4-byte boundary");
+    if (packed->shape[1] > NPY_MAX_INTP / 64) { /* K and K floats of dequantize fit in memory */
+        PyErr_Format(PyExc_ValueError, "packed has %lld columns; that many do not fit in memory",
+                     (long long)packed->shape[1]);
         return -1;
     }
     if (check_ndim(scales, "scales", 2, "[N, K/group_size]") < 0 ||
@@ -500,21 +547,26 @@ static int64_t check_packed_head(const rad_view *packed, const rad_view *scales,
     return k;
 }
 
+/* An int8 view of the packed words is read as int32 words: one not on a 4-byte boundary is
+ * copied, as any misaligned input is. */
+static int align_words(rad_view *packed) {
+    return packed->dtype == RV_I8 ? rad_view_align(packed, 4, "packed") : 0;
+}
+
 static PyObject *py_dequantize(PyObject *self, PyObject *args, PyObject *kwargs) {
     (void)self;
     static char *kwlist[] = {"packed", "scales", "group_size", NULL};
     PyObject *packed_obj, *scales_obj;
     int group_size = 128;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|i:dequantize", kwlist, &packed_obj,
-                                     &scales_obj, &group_size))
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|O&:dequantize", kwlist, &packed_obj,
+                                     &scales_obj, group_size_arg, &group_size))
         return NULL;
-    if (check_group_size(group_size) < 0) return NULL;
     view_set set = {.count = 0};
     PyObject *result = NULL;
     rad_view *packed = take_view(&set, packed_obj, "packed", RV_READ, 0);
     rad_view *scales = packed ? take_view(&set, scales_obj, "scales", RV_READ, 0) : NULL;
     if (!scales || check_host(packed, "packed", "dequantize") < 0 ||
-        check_host(scales, "scales", "dequantize") < 0)
+        check_host(scales, "scales", "dequantize") < 0 || align_words(packed) < 0)
         goto done;
     const int64_t k = check_packed_head(packed, scales, group_size);
     if (k < 0) goto done;
@@ -539,11 +591,12 @@ static PyObject *py_apply(PyObject *self, PyObject *args, PyObject *kwargs) {
     PyObject *x_obj, *packed_obj, *scales_obj, *bias_obj = Py_None, *out_obj = Py_None,
                                                 *stream_obj = Py_None;
     int group_size = 128;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOO|Oi$OO:apply", kwlist, &x_obj, &packed_obj,
-                                     &scales_obj, &bias_obj, &group_size, &out_obj, &stream_obj))
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOO|OO&$OO:apply", kwlist, &x_obj,
+                                     &packed_obj, &scales_obj, &bias_obj, group_size_arg,
+                                     &group_size, &out_obj, &stream_obj))
         return NULL;
     long long stream;
-    if (parse_stream(stream_obj, &stream) < 0 || check_group_size(group_size) < 0) return NULL;
+    if (parse_stream(stream_obj, &stream) < 0) return NULL;
 
     view_set set = {.count = 0};
     const char *names[MAX_VIEWS] = {"x", "packed", "scales"};
@@ -557,7 +610,9 @@ static PyObject *py_apply(PyObject *self, PyObject *args, PyObject *kwargs) {
         names[set.count] = "bias";
         if (!(bias = take_view(&set, bias_obj, "bias", RV_READ, stream))) goto done;
     }
-    if (check_ndim(x, "x", 2, "[M, K]") < 0 || check_float_dtype(x, "x") < 0) goto done;
+    if (check_ndim(x, "x", 2, "[M, K]") < 0 || check_float_dtype(x, "x") < 0 ||
+        align_words(packed) < 0)
+        goto done;
     const int64_t k = check_packed_head(packed, scales, group_size);
     if (k < 0) goto done;
     const int64_t m = x->shape[0], n = packed->shape[0];
@@ -592,6 +647,8 @@ static PyObject *py_apply(PyObject *self, PyObject *args, PyObject *kwargs) {
     if (!out || common_device(&set, names) < 0 || check_ndim(out, "out", 2, "[M, N]") < 0 ||
         check_dtype(out, "out", RV_BF16) < 0 || check_shape2(out, "out", m, n, "(M, N)") < 0)
         goto done;
+    for (int i = 0; i < set.count - 1; i++)
+        if (rad_view_check_disjoint(out, "out", &set.views[i], names[i]) < 0) goto done;
 
     if (on_gpu) {
         if (check_gpu_reachable(x->device, "x") < 0 || check_dtype(x, "x", RV_BF16) < 0 ||

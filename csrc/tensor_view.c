@@ -94,14 +94,27 @@ static int from_numpy(PyObject *obj, const char *name, int access, rad_view *vie
                          "%s must be a C-contiguous, aligned array (it is written in place)", name);
             return -1;
         }
+        if (PyArray_ISBYTESWAPPED(arr)) {
+            PyErr_Format(PyExc_ValueError,
+                         "%s has non-native byte order (dtype %R); it is written in place, so it "
+                         "must be in native byte order",
+                         name, (PyObject *)PyArray_DESCR(arr));
+            return -1;
+        }
         if (!PyArray_ISWRITEABLE(arr)) {
             PyErr_Format(PyExc_ValueError, "%s is read-only; it must be writeable", name);
             return -1;
         }
         Py_INCREF(obj);
     } else {
-        /* Inputs of any layout are made contiguous and aligned (a copy only where needed). */
-        arr = (PyArrayObject *)PyArray_FromAny(obj, NULL, 0, 0,
+        /* Inputs of any layout and byte order are made contiguous, aligned and native, as NumPy's
+         * own functions do (a copy only where needed). */
+        PyArray_Descr *native = NULL; /* NULL keeps the array's dtype */
+        if (PyArray_ISBYTESWAPPED((PyArrayObject *)obj)) {
+            native = PyArray_DescrNewByteorder(PyArray_DESCR((PyArrayObject *)obj), NPY_NATIVE);
+            if (!native) return -1;
+        }
+        arr = (PyArrayObject *)PyArray_FromAny(obj, native, 0, 0,
                                                NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED, NULL);
         if (!arr) return -1;
     }
@@ -116,9 +129,40 @@ static int from_numpy(PyObject *obj, const char *name, int access, rad_view *vie
     view->dtype = numpy_dtype(PyArray_DESCR(arr));
     view->ndim = ndim;
     for (int i = 0; i < ndim; i++) view->shape[i] = (int64_t)PyArray_DIM(arr, i);
+    view->nbytes = (int64_t)PyArray_NBYTES(arr);
     view->device = RV_HOST;
     view->device_id = 0;
     return 0;
+}
+
+/* Replaces a producer's RuntimeError/BufferError (torch's carry a C++ backtrace) by a ValueError
+ * that names the argument and keeps the first line of the producer's message. */
+static void name_producer_error(const char *name) {
+    if (!PyErr_ExceptionMatches(PyExc_RuntimeError) && !PyErr_ExceptionMatches(PyExc_BufferError))
+        return;
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyErr_NormalizeException(&type, &value, &tb);
+    PyObject *text = value ? PyObject_Str(value) : NULL;
+    if (!text) {
+        PyErr_Clear();
+        PyErr_Restore(type, value, tb);
+        return;
+    }
+    Py_ssize_t end = PyUnicode_FindChar(text, '\n', 0, PyUnicode_GET_LENGTH(text), 1);
+    PyObject *first_line =
+        end >= 0 ? PyUnicode_Substring(text, 0, end) : Py_NewRef(text);
+    Py_DECREF(text);
+    if (!first_line) {
+        PyErr_Clear();
+        PyErr_Restore(type, value, tb);
+        return;
+    }
+    PyErr_Format(PyExc_ValueError, "%s could not be read through DLPack: %U", name, first_line);
+    Py_DECREF(first_line);
+    Py_XDECREF(type);
+    Py_XDECREF(value);
+    Py_XDECREF(tb);
 }
 
 /* obj.__dlpack_device__() -> (device_type, device_id). */
@@ -135,6 +179,16 @@ static int query_device(PyObject *obj, const char *name, int *type, int *id) {
     if (!ok && !PyErr_Occurred())
         PyErr_Format(PyExc_TypeError, "%s.__dlpack_device__() did not return (type, id)", name);
     return ok ? 0 : -1;
+}
+
+/* Py_DECREF where an exception may be set: a destructor that runs Python code (a producer's
+ * deleter) must neither see nor replace the error being raised. */
+static void decref_keeping_error(PyObject *obj) {
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    Py_DECREF(obj);
+    if (PyErr_Occurred()) PyErr_WriteUnraisable(NULL);
+    PyErr_Restore(type, value, tb);
 }
 
 /* Call obj.__dlpack__ with the stream (None on the host) and max_version=(1, 0); producers that
@@ -165,7 +219,14 @@ static PyObject *request_capsule(PyObject *obj, int on_gpu, long long stream) {
     return capsule;
 }
 
-/* Shape, dtype, layout and alignment checks shared by both DLPack paths. */
+/* Bytes of one element of a DLPack dtype, or 0 where the dtype is not one radiance reads. */
+static int64_t dlpack_itemsize(int dtype) { return dtype == RV_OTHER ? 0 : dtype_size(dtype); }
+
+/*
+ * Every field of a producer's DLTensor, checked before its memory is touched: a producer may
+ * hand out negative or overflowing shapes, strides that are not row-major, a null or wrapping
+ * data pointer; none of that may reach memcpy or a kernel.
+ */
 static int fill_view(rad_view *view, const DLTensor *t, int device, int dev_id, const char *name,
                      int access, uint64_t flags) {
     if (t->ndim < 0 || t->ndim > RV_MAX_DIMS) {
@@ -173,14 +234,38 @@ static int fill_view(rad_view *view, const DLTensor *t, int device, int dev_id, 
                      (int)t->ndim);
         return -1;
     }
-    view->data = (char *)t->data + t->byte_offset;
-    view->dtype = dlpack_dtype(t->dtype);
-    view->ndim = t->ndim;
-    view->device = device;
-    view->device_id = device == RV_HOST ? 0 : dev_id;
-    for (int i = 0; i < t->ndim; i++) view->shape[i] = t->shape[i];
-    if (t->strides) {
-        int64_t expected = 1;
+    if (t->ndim > 0 && !t->shape) {
+        PyErr_Format(PyExc_ValueError, "%s: its DLPack tensor has %d dimensions but no shape",
+                     name, (int)t->ndim);
+        return -1;
+    }
+    /* Elements, then bytes, in 64 bits without overflow: a zero dimension makes the tensor empty,
+     * but the other dimensions must still be sizes that could exist. */
+    int64_t elements = 1, nonzero = 1;
+    for (int i = 0; i < t->ndim; i++) {
+        const int64_t d = t->shape[i];
+        if (d < 0) {
+            PyErr_Format(PyExc_ValueError, "%s has a negative dimension in its DLPack shape (%lld)",
+                         name, (long long)d);
+            return -1;
+        }
+        if (d > 0 && __builtin_mul_overflow(nonzero, d, &nonzero)) {
+            PyErr_Format(PyExc_ValueError, "%s: the sizes of its DLPack shape overflow 64 bits",
+                         name);
+            return -1;
+        }
+        elements = d == 0 ? 0 : elements * d;
+    }
+    const int dtype = dlpack_dtype(t->dtype);
+    int64_t bytes, bytes_if_nonempty;
+    if (__builtin_mul_overflow(nonzero, dlpack_itemsize(dtype), &bytes_if_nonempty) ||
+        bytes_if_nonempty > (int64_t)PY_SSIZE_T_MAX) {
+        PyErr_Format(PyExc_ValueError, "%s: its DLPack shape is larger than any memory", name);
+        return -1;
+    }
+    bytes = elements == 0 ? 0 : bytes_if_nonempty;
+    if (elements > 0 && t->strides) {
+        int64_t expected = 1; /* cannot overflow: the product of the shape did not */
         for (int i = t->ndim - 1; i >= 0; i--) {
             if (t->shape[i] != 1 && t->strides[i] != expected) {
                 PyErr_Format(PyExc_ValueError,
@@ -190,11 +275,29 @@ static int fill_view(rad_view *view, const DLTensor *t, int device, int dev_id, 
             expected *= t->shape[i];
         }
     }
+    const uintptr_t base = (uintptr_t)t->data;
+    if (elements > 0 && (!t->data || t->byte_offset > UINTPTR_MAX - base ||
+                         (uint64_t)bytes > UINTPTR_MAX - base - t->byte_offset)) {
+        PyErr_Format(PyExc_ValueError,
+                     "%s: its DLPack data pointer is null or its byte_offset runs past the end of "
+                     "the address space",
+                     name);
+        return -1;
+    }
     if (access == RV_WRITE && (flags & DLPACK_FLAG_BITMASK_READ_ONLY)) {
         PyErr_Format(PyExc_ValueError, "%s is read-only; it must be writeable", name);
         return -1;
     }
-    if (view->dtype != RV_OTHER && ((uintptr_t)view->data % (uintptr_t)dtype_size(view->dtype))) {
+    view->data = elements > 0 ? (void *)(base + (uintptr_t)t->byte_offset) : t->data;
+    view->dtype = dtype;
+    view->ndim = t->ndim;
+    view->device = device;
+    view->device_id = device == RV_HOST ? 0 : dev_id;
+    for (int i = 0; i < t->ndim; i++) view->shape[i] = t->shape[i];
+    view->nbytes = bytes;
+    if (dtype == RV_OTHER) return 0; /* refused by the caller's dtype check, never read */
+    if (access == RV_READ) return rad_view_align(view, dtype_size(dtype), name);
+    if ((uintptr_t)view->data % (uintptr_t)dtype_size(dtype)) {
         PyErr_Format(PyExc_ValueError, "%s is not aligned to its element size", name);
         return -1;
     }
@@ -252,6 +355,7 @@ static int from_exchange_api(PyObject *obj, const DLPackExchangeAPI *api, const 
     if (api->dltensor_from_py_object_no_sync(obj, &t) != 0) {
         if (!PyErr_Occurred())
             PyErr_Format(PyExc_ValueError, "%s could not be exported through DLPack", name);
+        name_producer_error(name);
         return -1;
     }
     const int device = view_device(t.device.device_type, name);
@@ -282,7 +386,10 @@ static int from_dlpack(PyObject *obj, const char *name, int access, long long st
     long long consumer_stream = stream == RV_STREAM_DEFAULT ? 0 : stream;
     if (device == RV_CUDA && consumer_stream == 0) consumer_stream = 1;
     PyObject *capsule = request_capsule(obj, device != RV_HOST, consumer_stream);
-    if (!capsule) return -1;
+    if (!capsule) {
+        name_producer_error(name);
+        return -1;
+    }
 
     DLTensor *t = NULL;
     uint64_t flags = 0;
@@ -293,11 +400,11 @@ static int from_dlpack(PyObject *obj, const char *name, int access, long long st
             PyErr_Format(PyExc_ValueError,
                          "%s: DLPack version %u.%u is not supported (radiance reads 1.x)", name,
                          mt->version.major, mt->version.minor);
-            Py_DECREF(capsule); /* not taken: the capsule's destructor frees it */
+            decref_keeping_error(capsule); /* not taken: the capsule's destructor frees it */
             return -1;
         }
         if (PyCapsule_SetName(capsule, "used_dltensor_versioned") < 0) {
-            Py_DECREF(capsule);
+            decref_keeping_error(capsule);
             return -1;
         }
         view->versioned = mt;
@@ -306,18 +413,27 @@ static int from_dlpack(PyObject *obj, const char *name, int access, long long st
     } else if (PyCapsule_IsValid(capsule, "dltensor")) {
         DLManagedTensor *mt = (DLManagedTensor *)PyCapsule_GetPointer(capsule, "dltensor");
         if (PyCapsule_SetName(capsule, "used_dltensor") < 0) {
-            Py_DECREF(capsule);
+            decref_keeping_error(capsule);
             return -1;
         }
         view->legacy = mt;
         t = &mt->dl_tensor;
     } else {
         PyErr_Format(PyExc_TypeError, "%s.__dlpack__() did not return a DLPack capsule", name);
-        Py_DECREF(capsule);
+        decref_keeping_error(capsule);
         return -1;
     }
     Py_DECREF(capsule); /* renamed: its destructor leaves the tensor to us */
 
+    /* The capsule's own device must be the one the producer announced: the host must never
+     * dereference a GPU pointer, nor a kernel a host one. */
+    if (t->device.device_type != dev_type || t->device.device_id != dev_id) {
+        PyErr_Format(PyExc_ValueError,
+                     "%s: its DLPack capsule is on device (%d, %d) but __dlpack_device__() "
+                     "says (%d, %d)",
+                     name, (int)t->device.device_type, (int)t->device.device_id, dev_type, dev_id);
+        return -1;
+    }
     return fill_view(view, t, device, dev_id, name, access, flags);
 }
 
@@ -348,9 +464,77 @@ int rad_view_from_object(PyObject *obj, const char *name, int access, long long 
     return status;
 }
 
-void rad_view_release(rad_view *view) {
+/* Drops what keeps the view's memory alive. Deleters and destructors may run Python code: they
+ * run with the caller's exception (if any) put aside, and one they raise is reported as
+ * unraisable rather than replacing it, or a successful call returning with an error set. */
+static void release_owner(rad_view *view) {
+    if (!view->versioned && !view->legacy && !view->array) return;
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
     if (view->versioned && view->versioned->deleter) view->versioned->deleter(view->versioned);
     if (view->legacy && view->legacy->deleter) view->legacy->deleter(view->legacy);
     Py_XDECREF(view->array);
+    if (PyErr_Occurred()) PyErr_WriteUnraisable(NULL);
+    PyErr_Restore(type, value, tb);
+    view->versioned = NULL;
+    view->legacy = NULL;
+    view->array = NULL;
+}
+
+void rad_view_release(rad_view *view) {
+    release_owner(view);
     clear_view(view);
+}
+
+static PyObject *new_host_array(const rad_view *view) {
+    npy_intp dims[RV_MAX_DIMS];
+    for (int i = 0; i < view->ndim; i++) dims[i] = (npy_intp)view->shape[i];
+    int typenum;
+    switch (view->dtype) {
+    case RV_F32: typenum = NPY_FLOAT32; break;
+    case RV_F16: typenum = NPY_FLOAT16; break;
+    case RV_I32: typenum = NPY_INT32; break;
+    case RV_U8: typenum = NPY_UINT8; break;
+    case RV_I8: typenum = NPY_INT8; break;
+    default: {
+        PyObject *descr = rad_bf16_descr(); /* stolen below */
+        if (!descr) return NULL;
+        return PyArray_SimpleNewFromDescr(view->ndim, dims, (PyArray_Descr *)descr);
+    }
+    }
+    return PyArray_SimpleNew(view->ndim, dims, typenum);
+}
+
+int rad_view_align(rad_view *view, int alignment, const char *name) {
+    if ((uintptr_t)view->data % (uintptr_t)alignment == 0 || view->dtype == RV_OTHER) return 0;
+    if (view->device != RV_HOST) {
+        PyErr_Format(PyExc_ValueError,
+                     "%s must start on a %d-byte boundary (GPU memory is not copied)", name,
+                     alignment);
+        return -1;
+    }
+    /* NumPy's allocations are aligned far beyond any element size. */
+    PyObject *copy = new_host_array(view);
+    if (!copy) return -1;
+    memcpy(PyArray_DATA((PyArrayObject *)copy), view->data, (size_t)view->nbytes);
+    release_owner(view);
+    view->array = copy;
+    view->data = PyArray_DATA((PyArrayObject *)copy);
+    return 0;
+}
+
+int rad_view_check_disjoint(const rad_view *a, const char *a_name, const rad_view *b,
+                            const char *b_name) {
+    if (a->device != b->device || a->device_id != b->device_id || a->nbytes <= 0 ||
+        b->nbytes <= 0)
+        return 0;
+    const uintptr_t a0 = (uintptr_t)a->data, b0 = (uintptr_t)b->data;
+    if (a0 < b0 + (uintptr_t)b->nbytes && b0 < a0 + (uintptr_t)a->nbytes) {
+        PyErr_Format(PyExc_ValueError,
+                     "%s and %s overlap in memory; radiance does not compute in place: give %s "
+                     "memory of its own",
+                     a_name, b_name, a_name);
+        return -1;
+    }
+    return 0;
 }

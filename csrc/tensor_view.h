@@ -36,6 +36,7 @@ typedef struct {
     int dtype;
     int ndim;
     int64_t shape[RV_MAX_DIMS];
+    int64_t nbytes; /* bytes from data to the end of the tensor: for overlap checks */
     int device;    /* enum rad_view_device */
     int device_id; /* GPU ordinal; 0 on the host */
     /* The producer's current stream on that device, where its exchange API tells it. */
@@ -51,9 +52,10 @@ typedef struct {
 enum rad_view_access { RV_READ = 0, RV_WRITE = 1 };
 
 /*
- * Fill `view` from obj: a NumPy array (any layout for inputs: non-contiguous or misaligned ones
- * are copied; outputs must be C-contiguous, aligned and writeable) or any object with __dlpack__
- * (must be contiguous). Producers with the DLPack C exchange API (torch) are read through it,
+ * Fill `view` from obj: a NumPy array (any layout or byte order for inputs: non-contiguous,
+ * misaligned or byte-swapped ones are copied; outputs must be C-contiguous, aligned, in native
+ * byte order and writeable) or any object with __dlpack__ (must be contiguous; misaligned host
+ * inputs are copied). Every field of a DLPack tensor is checked before its memory is touched. Producers with the DLPack C exchange API (torch) are read through it,
  * with no Python call and no synchronization: the consumer then launches on the producer's
  * current stream (view->current_stream) or a stream it was given. Other producers are asked
  * through __dlpack__(stream=stream, ...) and make their work visible on that stream; `stream` is
@@ -63,6 +65,14 @@ enum rad_view_access { RV_READ = 0, RV_WRITE = 1 };
 int rad_view_from_object(PyObject *obj, const char *name, int access, long long stream,
                          rad_view *view);
 void rad_view_release(rad_view *view);
+
+/* Makes an input view start on an `alignment`-byte boundary: host memory is copied into a fresh
+ * NumPy array where it does not; GPU memory is refused. Returns 0, or -1 with an error. */
+int rad_view_align(rad_view *view, int alignment, const char *name);
+
+/* ValueError naming both arguments where two views on one device share bytes; else 0. */
+int rad_view_check_disjoint(const rad_view *a, const char *a_name, const rad_view *b,
+                            const char *b_name);
 
 /* "float32", "bfloat16", ...: for messages. */
 const char *rad_view_dtype_name(int dtype);

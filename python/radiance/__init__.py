@@ -10,6 +10,7 @@ current stream into outputs allocated by torch; on the CPU the C kernels read th
 place through DLPack. ``import radiance`` needs only NumPy and ml_dtypes.
 """
 
+import math
 import sys
 
 import ml_dtypes
@@ -51,6 +52,64 @@ def _torch_tensor(obj):
     return obj if torch is not None and isinstance(obj, torch.Tensor) else None
 
 
+def _check_has_data(t, name):
+    if t.device.type == "meta":
+        raise ValueError(
+            f"{name} is a meta tensor (shape only, no data); radiance computes on real memory "
+            f"(torch.ops.radiance.* infer shapes on meta tensors)"
+        )
+
+
+def _torch_input(obj, name):
+    """obj as radiance._C reads it: a torch tensor detached, contiguous, with its negative and
+    conjugate bits applied (DLPack carries neither, so the values would be read with the wrong
+    sign); anything else unchanged."""
+    t = _torch_tensor(obj)
+    if t is None:
+        return obj
+    _check_has_data(t, name)
+    t = t.detach()
+    if t.is_neg() or t.is_conj():
+        t = t.resolve_neg().resolve_conj()
+    return t.contiguous()
+
+
+def _torch_output(obj, name):
+    """obj if it is a torch tensor radiance may write in place, else None; raises where torch
+    itself would refuse the write (or where it would be silently wrong)."""
+    t = _torch_tensor(obj)
+    if t is None:
+        return None
+    _check_has_data(t, name)
+    if t.is_neg() or t.is_conj():
+        raise ValueError(
+            f"{name} has torch's negative or conjugate bit set; it is written in place, so it "
+            f"must be a plain tensor (call .resolve_neg() / .resolve_conj() first)"
+        )
+    import torch
+
+    if t.requires_grad and torch.is_grad_enabled():
+        raise ValueError(
+            f"{name} requires grad; radiance writes it in place, which autograd cannot record: "
+            f"pass a tensor that does not require grad, or call under torch.no_grad()"
+        )
+    return t
+
+
+def _written(*tensors):
+    """Bumps the version counter of torch tensors written through DLPack, as torch's in-place
+    ops do, so that autograd and torch.compile see the change."""
+    for t in tensors:
+        if t is not None:
+            sys.modules["torch"].autograd.graph.increment_version(t)
+
+
+def _dim(obj):
+    """Dimensions of a NumPy array or a tensor; -1 for anything else."""
+    ndim = getattr(obj, "ndim", None)
+    return ndim if isinstance(ndim, int) else -1
+
+
 def _stream_of(tensor):
     """The stream to hand to _C for tensor: None where _C finds torch's current stream itself
     (the tensor's type has the DLPack C exchange API, torch >= 2.10) or on the CPU, else the
@@ -86,27 +145,31 @@ def quantize_rows(w, group_size=128, clip="mse", *, activation_sq=None, packed_o
     the host, 4 bytes per column). Non-finite weights raise ValueError naming the first bad row.
     CPU and GPU results are bit-identical.
     """
+    written = (_torch_output(packed_out, "packed_out"), _torch_output(scales_out, "scales_out"))
     t = _torch_tensor(w)
     if t is None:
-        return _C.quantize_rows(w, group_size, clip, activation_sq=_host_float32(activation_sq),
-                                packed_out=packed_out, scales_out=scales_out)
+        result = _C.quantize_rows(w, group_size, clip, activation_sq=_host_float32(activation_sq),
+                                  packed_out=packed_out, scales_out=scales_out)
+        _written(*written)
+        return result
     import torch
 
-    t = t.detach()
+    t = _torch_input(t, "w")
     activation_sq = _host_float32(activation_sq, t.device)
     if not _valid_head_shape(t, group_size):
         # raises the precise error
         return _C.quantize_rows(t, group_size, clip, activation_sq=activation_sq)
-    t = t.contiguous()
     rows, cols = t.shape
     if packed_out is None:
         packed_out = torch.empty((rows, cols // 8), dtype=torch.int32, device=t.device)
     if scales_out is None:
         scales_out = torch.empty((rows, cols // group_size), dtype=torch.bfloat16, device=t.device)
-    return _C.quantize_rows(
+    result = _C.quantize_rows(
         t, group_size, clip, activation_sq=activation_sq, packed_out=packed_out,
         scales_out=scales_out, stream=_stream_of(t)
     )
+    _written(*written)
+    return result
 
 
 def _host_float32(activation_sq, device=None):
@@ -156,8 +219,9 @@ def pack_shuffle(nibbles):
     if t.device.type == "cpu":
         import torch
 
-        return torch.from_numpy(_C.pack_shuffle(t.detach().contiguous()))
-    return _pack_shuffle_torch(t)
+        return torch.from_numpy(_C.pack_shuffle(_torch_input(t, "nibbles")))
+    _check_has_data(t, "nibbles")
+    return _pack_shuffle_torch(t.resolve_neg())
 
 
 def unpack_shuffle(words):
@@ -168,20 +232,26 @@ def unpack_shuffle(words):
     if t.device.type == "cpu":
         import torch
 
-        return torch.from_numpy(_C.unpack_shuffle(t.detach().contiguous()))
-    return _unpack_shuffle_torch(t)
+        return torch.from_numpy(_C.unpack_shuffle(_torch_input(t, "words")))
+    _check_has_data(t, "words")
+    return _unpack_shuffle_torch(t.resolve_neg())
 
 
 def dequantize(packed, scales, group_size=128):
     """float32 [N, K] weights that packed words and bf16 scales stand for: (nibble - 8) * scale."""
     t = _torch_tensor(packed)
+    scales = _torch_input(scales, "scales")
     if t is None:
         return _C.dequantize(packed, scales, group_size)
     import torch
 
+    t = _torch_input(t, "packed")
     if t.device.type == "cpu":
-        return torch.from_numpy(
-            _C.dequantize(t.detach().contiguous(), scales.detach().contiguous(), group_size)
+        return torch.from_numpy(_C.dequantize(t, scales, group_size))
+    if _torch_tensor(scales) is None or scales.device != t.device:
+        raise ValueError(
+            f"packed and scales must be on one device: packed is on {t.device}, scales is "
+            f"{getattr(scales, 'device', type(scales).__name__)}"
         )
     if group_size not in GROUP_SIZES:
         raise ValueError(f"group_size must be one of 32, 64, 128, 256, got {group_size}")
@@ -201,18 +271,29 @@ def apply(x, packed, scales, bias=None, group_size=128, *, out=None):
     must be bf16 and the call is asynchronous on torch's current stream (CUDA-graph safe).
     """
     t = _torch_tensor(x)
+    if t is not None:
+        _check_has_data(t, "x")
+    written = _torch_output(out, "out")
+    packed = _torch_input(packed, "packed")
+    scales = _torch_input(scales, "scales")
+    bias = _torch_input(bias, "bias")
     if t is None:
         reshape = isinstance(x, np.ndarray) and x.ndim not in (0, 2)
-        x2 = x.reshape(-1, x.shape[-1]) if reshape else x
+        # [..., K] -> [M, K] with M spelled out: reshape(-1, K) is ambiguous when M or K is 0
+        x2 = x.reshape(math.prod(x.shape[:-1]), x.shape[-1]) if reshape else x
         y = _C.apply(x2, packed, scales, bias, group_size, out=out)
+        _written(written)
         return y.reshape(*x.shape[:-1], y.shape[-1]) if x2 is not x else y
     import torch
 
     lead = t.shape[:-1]
-    x2 = t.detach().reshape(-1, t.shape[-1]).contiguous() if t.dim() >= 1 else t.detach()
-    if out is None and x2.dim() == 2 and packed.dim() == 2:
+    x2 = _torch_input(t, "x")
+    if x2.dim() not in (0, 2):
+        x2 = x2.reshape(math.prod(lead), t.shape[-1])
+    if out is None and x2.dim() == 2 and _dim(packed) == 2:
         out = torch.empty((x2.shape[0], packed.shape[0]), dtype=torch.bfloat16, device=t.device)
     y = _C.apply(x2, packed, scales, bias, group_size, out=out, stream=_stream_of(t))
+    _written(written)
     return y.reshape(*lead, y.shape[-1]) if t.dim() not in (0, 2) else y
 
 
