@@ -338,8 +338,8 @@ bool wmma_usable(const ApplyArgs &a, int arch, bool corrupt)
     char name[256];
     rad_device_name(name, sizeof name);
     fprintf(stderr,
-            "radiance: warning: the WMMA kernel (gfx%d layout) %s on GPU %d (%s); using the vector kernel "
-            "on this GPU (RADIANCE_AMD_WMMA=1 skips this check, =0 turns the path off)\n",
+            "radiance: warning: the WMMA kernel (gfx%d layout) %s on GPU %d (%s); not using it on this GPU, "
+            "the vector kernel serves instead (RADIANCE_AMD_WMMA=1 skips this check, =0 turns the path off)\n",
             arch, res > 0 ? "disagrees with the vector kernel" : "could not be checked", dev, name);
     state.store(kFailed);
     return false;
