@@ -3,6 +3,7 @@
  * the packed int4 format of docs/FORMAT.md, any m. It checks the arguments, plans once (which
  * kernel path, which tile, the tensor maps it needs) and hands the plan to that path's launcher:
  *
+ *   AMD gfx12/gfx11, m >= 8, self-checked    WMMA                 apply_wmma.hip
  *   no mma.sync (AMD, NVIDIA before sm_80)   vector               apply_vector.hip
  *   m <= 8, G < 128                          mma, register pipe   apply_mma.hip
  *   m 5-8, G >= 128, x fits in shared memory stream, shared x     apply_stream.hip
@@ -18,7 +19,9 @@
  * (32 tokens and more) or the stream / tiled kernel (8 and 16 tokens). The measurements behind
  * each threshold: docs/PERF_LOG.md, "How the dispatch decides".
  *
- * Nothing here allocates or synchronizes, so a call can be captured in a CUDA/HIP graph.
+ * Nothing here allocates or synchronizes, so a call can be captured in a CUDA/HIP graph, with one
+ * exception: the WMMA path's self-check on its first use on a device (apply_wmma.hip), which is
+ * never done while the stream is being captured (that call runs the vector kernel).
  */
 #include <atomic>
 #include <string.h>
@@ -73,11 +76,33 @@ constexpr int kSharedXMinWarps = 16;
  * kernel's 47.6 us (round three, run 6); from 16 steps (k >= 2048) it led. */
 constexpr int64_t kWgmma8MinSteps = 16;
 
+/* Tokens from which the WMMA path beats the vector kernel (the budget: apply_wmma.hip's header). */
+constexpr int64_t kWmmaMinTokens = 8;
+
+/* The WMMA plan where it applies: the device's layout (or the test flags' on any GPU), m large
+ * enough (any m under the test flags) and the self-check passed or skipped. */
+bool plan_wmma(const ApplyArgs &a, int refuse, ApplyPlan *p)
+{
+    const int forced = refuse & RADIANCE_GPU_TEST_FORCE_WMMA12   ? 12
+                       : refuse & RADIANCE_GPU_TEST_FORCE_WMMA11 ? 11
+                                                                 : 0;
+    const int arch = forced ? forced : wmma_device_arch();
+    if (arch == 0 || (!forced && a.m < kWmmaMinTokens)) return false;
+    const bool corrupt = (refuse & RADIANCE_GPU_TEST_CORRUPT_WMMA) != 0;
+    if (!wmma_usable(a, arch, corrupt)) return false;
+    p->path = ApplyPath::kWmma;
+    p->wmma_arch = arch;
+    p->wmma_corrupt = corrupt;
+    p->token_tiles = a.m <= 16 ? 1 : a.m <= 32 ? 2 : 4;
+    return true;
+}
+
 /* The automatic choice (docs/PERF_LOG.md has the H200 measurements behind each threshold). */
 ApplyPlan make_plan(const ApplyArgs &a, int refuse)
 {
     ApplyPlan p;
     memset(&p, 0, sizeof p);
+    if (plan_wmma(a, refuse, &p)) return p;
     const bool has_mma = !(refuse & RADIANCE_GPU_TEST_NO_MMA) && per_device_cached<rad_device_sm>() >= 80;
     if (!has_mma) {
         p.path = ApplyPath::kVector;
@@ -118,6 +143,7 @@ rad_error_t launch(const ApplyArgs &a, const ApplyPlan &p)
     case ApplyPath::kTile: return launch_tile(a, p);
     case ApplyPath::kStream: return launch_stream(a, p);
     case ApplyPath::kWgmma: return launch_wgmma(a, p);
+    case ApplyPath::kWmma: return launch_wmma(a, p);
     case ApplyPath::kStreamSharedX: return launch_stream_shared_x(a, p);
     }
     return (rad_error_t)RADIANCE_GPU_EINVAL;
@@ -154,6 +180,7 @@ extern "C" int radiance_gpu_apply(const uint16_t *x, int64_t m, int64_t k, const
 
 extern "C" int radiance_gpu_test_refuse(int flags)
 {
+    radiance::wmma_forget_checks();
     return radiance::g_test_refuse.exchange(flags);
 }
 

@@ -44,6 +44,7 @@ enum class ApplyPath {
     kStream, /* mma.sync, weights through a per-warp cp.async ring (few tokens, G >= 128): apply_stream.hip */
     kWgmma,  /* sm_90a warpgroup MMA fed by TMA (G >= 128): apply_wgmma.hip */
     kStreamSharedX, /* kStream with the activations in shared memory, one block per SM: apply_stream.hip */
+    kWmma,   /* AMD RDNA3/RDNA4 WMMA through the rad_wmma layer (wmma.h): apply_wmma.hip */
 };
 
 /* kStream: how a warp reads the activations of its tokens. From global memory (through L1), lanes
@@ -75,8 +76,12 @@ constexpr int kWgmmaRows = 256; /* rows per block of the wgmma kernel */
 
 struct ApplyPlan {
     ApplyPath path;
-    /* kMma, kTile, kStream: 16-row m-tiles per warp and 8-token n-tiles per warp */
+    /* kMma, kTile, kStream: 16-row m-tiles per warp and 8-token n-tiles per warp;
+     * kWmma: 16-token tiles per wave in token_tiles */
     int row_tiles, token_tiles;
+    /* kWmma: the fragment layout (12: RDNA4, 11: RDNA3) and the test flag that corrupts the result */
+    int wmma_arch;
+    bool wmma_corrupt;
     int x_mode; /* kStream: StreamX */
     /* kWgmma: tokens per block (8 .. 128), WgmmaCopy, 64-row halves per warpgroup (1: four
      * warpgroups; 2: two, ping-pong), running scale (128 tokens) */
@@ -101,6 +106,7 @@ rad_error_t launch_mma(const ApplyArgs &a, const ApplyPlan &p);
 rad_error_t launch_tile(const ApplyArgs &a, const ApplyPlan &p);
 rad_error_t launch_stream(const ApplyArgs &a, const ApplyPlan &p);
 rad_error_t launch_wgmma(const ApplyArgs &a, const ApplyPlan &p);
+rad_error_t launch_wmma(const ApplyArgs &a, const ApplyPlan &p);
 rad_error_t launch_stream_shared_x(const ApplyArgs &a, const ApplyPlan &p);
 
 /* kStreamSharedX for 8 token_tiles tokens at most (m <= 8 token_tiles), super_step steps per ring
@@ -119,6 +125,19 @@ bool plan_stream_x_pair(const ApplyArgs &a, int min_warps, ApplyPlan *p);
 /* Whether this build holds the wgmma kernel for the current device (an sm_90a binary on an sm_90
  * GPU), looked up once per device. */
 bool wgmma_built(void);
+
+/* The WMMA layout of the current device (12: gfx12, 11: gfx11, 0: none; NVIDIA 0), looked up once. */
+int wmma_device_arch(void);
+
+/* Whether the WMMA path may run now for a call like `a` with layout `arch` on the current device:
+ * RADIANCE_AMD_WMMA (0: never, 1: without the check) and otherwise the self-check on first use
+ * (apply_wmma.hip), which launches on a.stream and synchronizes it once; while that stream is being
+ * captured and the device is not yet checked, false (the plan without WMMA serves the call: the
+ * vector kernel on AMD). */
+bool wmma_usable(const ApplyArgs &a, int arch, bool corrupt);
+
+/* Forget every device's self-check result (radiance_gpu_test_refuse). */
+void wmma_forget_checks(void);
 
 } // namespace radiance
 

@@ -50,6 +50,7 @@ typedef hipError_t rad_error_t;
 #define RAD_DEV_ATTR_SM_COUNT hipDeviceAttributeMultiprocessorCount
 #define RAD_DEV_ATTR_SMEM_OPTIN hipDeviceAttributeSharedMemPerBlockOptin
 #define rad_device_get_attribute hipDeviceGetAttribute
+#define rad_memcpy hipMemcpy
 #else
 typedef cudaStream_t rad_stream_t;
 typedef cudaError_t rad_error_t;
@@ -73,7 +74,31 @@ typedef cudaError_t rad_error_t;
 #define RAD_DEV_ATTR_SM_COUNT cudaDevAttrMultiProcessorCount
 #define RAD_DEV_ATTR_SMEM_OPTIN cudaDevAttrMaxSharedMemoryPerBlockOptin
 #define rad_device_get_attribute cudaDeviceGetAttribute
+#define rad_memcpy cudaMemcpy
+#define rad_malloc cudaMalloc
+#define rad_free cudaFree
 #endif
+
+/* Whether work enqueued on `stream` now would be captured into a graph (then nothing may
+ * synchronize); also true where the runtime cannot say. */
+static inline bool rad_stream_capturing(rad_stream_t stream)
+{
+#if defined(RAD_HIP)
+    hipStreamCaptureStatus st = hipStreamCaptureStatusNone;
+    if (hipStreamIsCapturing(stream, &st) != hipSuccess) {
+        (void)hipGetLastError();
+        return true;
+    }
+    return st != hipStreamCaptureStatusNone;
+#else
+    cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(stream, &st) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return true;
+    }
+    return st != cudaStreamCaptureStatusNone;
+#endif
+}
 
 /* A TMA tensor map (the bulk tensor copy engine of NVIDIA sm_90), passed to kernels by value;
  * runtime.h encodes one. Elsewhere an opaque stand-in of the same size, so that kernel signatures
@@ -286,5 +311,9 @@ __device__ __forceinline__ void rad_atomic_min_u64(unsigned long long *p, unsign
 {
     atomicMin(p, v);
 }
+
+/* The rad_wmma_* layer (AMD WMMA builtins, or their emulation on NVIDIA) is the other half of the
+ * portability header; it lives in its own file because it is long and only apply_wmma.hip uses it. */
+#include "wmma.h"
 
 #endif /* RADIANCE_COMPAT_H */

@@ -77,7 +77,25 @@ int radiance_gpu_apply(const uint16_t *x, int64_t m, int64_t k, const int32_t *p
 #define RADIANCE_GPU_TEST_REFUSE_WMAP 8 /* the weights' tensor map refused */
 #define RADIANCE_GPU_TEST_NO_SHARED_X 16 /* activations never in shared memory (as if they did not fit) */
 #define RADIANCE_GPU_TEST_SHARED_X 32    /* up to 8 tokens: activations in shared memory where they fit */
+/* Take the WMMA path (hip/apply_wmma.hip) for every m, with the RDNA4 (gfx12) or RDNA3 (gfx11)
+ * fragment layout; on NVIDIA through the emulated rad_wmma layer (hip/wmma.h). The self-check on
+ * first use and RADIANCE_AMD_WMMA apply as on AMD. */
+#define RADIANCE_GPU_TEST_FORCE_WMMA12 64
+#define RADIANCE_GPU_TEST_FORCE_WMMA11 128
+/* A deliberately wrong WMMA kernel (rows of the result swapped in pairs): the self-check must
+ * catch it and fall back to the vector kernel. */
+#define RADIANCE_GPU_TEST_CORRUPT_WMMA 256
+/* Setting the flags also forgets every device's WMMA self-check result, so that a test sees the
+ * first use again (and RADIANCE_AMD_WMMA is read again). */
 int radiance_gpu_test_refuse(int flags);
+
+/*
+ * Tests only: one rad_wmma multiply-accumulate (hip/wmma.h) of one 32-lane wave on the current
+ * device, D = A * B + C, with HOST arrays in the layer's lane/register order: a and b [32 lanes]
+ * [words] bf16 pairs (words = 4 for arch 12, 8 for arch 11), c and d [32 lanes][8] fp32.
+ * RADIANCE_GPU_EINVAL where arch is not 11 or 12 or the device lacks that layer. Synchronous.
+ */
+int radiance_gpu_test_wmma(int arch, const uint32_t *a, const uint32_t *b, const float *c, float *d);
 
 #ifdef __cplusplus
 }

@@ -6,6 +6,7 @@
 #ifndef RADIANCE_RUNTIME_H
 #define RADIANCE_RUNTIME_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "compat.h"
@@ -15,6 +16,13 @@ int rad_sm_count(void);
 
 /* Compute capability major.minor * 10 of the current device (NVIDIA), 0 on AMD or on failure. */
 int rad_device_sm(void);
+
+/* The WMMA layout of the current device: 12 for RDNA4 (gfx12), 11 for RDNA3 (gfx11), 0 for every
+ * other GPU (NVIDIA, CDNA) or on failure. */
+int rad_wmma_arch(void);
+
+/* The current device's name (and AMD architecture) for messages; "unknown GPU" on failure. */
+void rad_device_name(char *buf, size_t size);
 
 /* Largest dynamic shared memory a block may opt in to on the current device (0 on failure). */
 int rad_smem_optin(void);

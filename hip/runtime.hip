@@ -3,10 +3,12 @@
  * surface (radiance_gpu.h), and the runtime helpers of runtime.h that the kernels' launchers and
  * the apply planner use.
  */
+#include <stdio.h>
 #include <string.h>
 
 #include "compat.h"
 #include "radiance_gpu.h"
+
 #include "runtime.h"
 
 extern "C" const char *radiance_gpu_backend(void) { return RAD_BACKEND_NAME; }
@@ -62,6 +64,43 @@ int rad_device_sm(void)
     return major * 10 + minor;
 #else
     return 0;
+#endif
+}
+
+int rad_wmma_arch(void)
+{
+#if defined(RAD_HIP)
+    int dev = 0;
+    hipDeviceProp_t prop;
+    if (hipGetDevice(&dev) != hipSuccess || hipGetDeviceProperties(&prop, dev) != hipSuccess) {
+        (void)hipGetLastError();
+        return 0;
+    }
+    /* "gfx1201:sramecc-:xnack-" and the like: the family is in the first digits */
+    if (strncmp(prop.gcnArchName, "gfx12", 5) == 0) return 12;
+    if (strncmp(prop.gcnArchName, "gfx11", 5) == 0) return 11;
+    return 0;
+#else
+    return 0;
+#endif
+}
+
+void rad_device_name(char *buf, size_t size)
+{
+    int dev = 0;
+    snprintf(buf, size, "unknown GPU");
+#if defined(RAD_HIP)
+    hipDeviceProp_t prop;
+    if (hipGetDevice(&dev) == hipSuccess && hipGetDeviceProperties(&prop, dev) == hipSuccess)
+        snprintf(buf, size, "%s, %s", prop.name, prop.gcnArchName);
+    else
+        (void)hipGetLastError();
+#else
+    cudaDeviceProp prop;
+    if (cudaGetDevice(&dev) == cudaSuccess && cudaGetDeviceProperties(&prop, dev) == cudaSuccess)
+        snprintf(buf, size, "%s", prop.name);
+    else
+        (void)cudaGetLastError();
 #endif
 }
 
