@@ -176,8 +176,9 @@ __device__ __forceinline__ void apply_vector_tiles(const uint16_t *__restrict__ 
     }
 }
 
-/* Two blocks per SM / CU where the registers allow it without spilling (NVIDIA: 128 each); the
- * 8-token tile's 32 accumulators and 32 decoded weights per lane need more. */
+/* NVIDIA: two blocks per SM (128 registers) where that needs no spill; the 8-token tile's 32
+ * accumulators and 32 decoded weights per lane need more (at 128 it spilled). HIP reads the
+ * second argument as waves per SIMD, a bound these kernels meet anyway. */
 template <int T>
 __global__ void __launch_bounds__(kVecThreads, T < kMaxTokens ? 2 : 1)
 apply_vector_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const int32_t *__restrict__ packed,
