@@ -38,7 +38,7 @@ struct ApplyArgs {
 };
 
 enum class ApplyPath {
-    kVector, /* fp32 FMAs, one wave per row (AMD, NVIDIA before sm_80): apply_vector.hip */
+    kVector, /* fp32 FMAs, tiles of 1-8 tokens in LDS (AMD, NVIDIA before sm_80): apply_vector.hip */
     kMma,    /* mma.sync, register pipeline, a warp per 16 rows (few tokens, G < 128): apply_mma.hip */
     kTile,   /* mma.sync, activations shared by 8 warps through shared memory: apply_mma.hip */
     kStream, /* mma.sync, weights through a per-warp cp.async ring (few tokens, G >= 128): apply_stream.hip */

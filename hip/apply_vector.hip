@@ -1,7 +1,20 @@
 /*
- * apply_vector.hip - the vector path of apply: one wave per row, fp32 FMAs on the CUDA/vector
- * cores, 4 tokens per pass over the row. Every AMD target's path today, and NVIDIA GPUs before
- * sm_80; any m and any group size.
+ * apply_vector.hip - the vector path of apply: fp32 FMAs on the vector (CUDA) cores, every AMD
+ * target's path today and NVIDIA's before sm_80; any m, any group size, any k.
+ *
+ * The cost per weight must not grow with the tokens of a call up to a tile (docs/PERF_LOG.md,
+ * "The vector kernel and the AMD budget"), so:
+ *  - a block stages the activations of a tile of T tokens once, as fp32, in shared memory (LDS),
+ *    k in stages of at most kStageFloats / T columns so that k = 8192+ fits;
+ *  - each 32 lanes (a wave32, or half a wave64) own kRows rows; a lane reads 16 bytes (4 words,
+ *    32 columns) of each row per step, 32 lanes 512 contiguous bytes, the next step prefetched;
+ *  - each word is decoded once into fp32 dequantized weights q * s (exact: a bf16 scale times a
+ *    4-bit integer needs 12 significant bits) for all T tokens and kRows rows, so the work per
+ *    weight is about 2.4 instructions of decoding shared by T tokens plus one FMA per token;
+ *  - the weights are read once per tile: m > T loops over tiles, re-reading a block's rows
+ *    (80 KB at k = 5120) soon enough that L2 / the last-level cache serves the repeats.
+ * Numerics as the other paths: bf16 activations times dequantized weights, fp32 accumulation
+ * (one accumulator per lane, then a tree across the 32 lanes), bias added, rounded to bf16.
  */
 #include "apply_common.h"
 #include "apply_paths.h"
@@ -10,85 +23,195 @@ namespace radiance {
 namespace {
 
 constexpr int kVecThreads = 256;
-constexpr int kVecTokens = 4;
+constexpr int kLanes = 32; /* lanes sharing a row: the unit is the same for wave32 and wave64 */
+constexpr int kRows = 4;   /* rows per 32 lanes */
+constexpr int kBlockRows = kVecThreads / kLanes * kRows;
+constexpr int kStepCols = kLanes * 32;  /* columns of a row that 32 lanes read in one step */
+constexpr int kStageFloats = 8192;      /* tokens x columns staged at once: 36 KB with the pad */
+constexpr int kChunkFloats = 36;        /* LDS floats per 32-column chunk: 4 of pad, so that the
+                                           16-byte reads of 8 consecutive lanes hit all 32 banks */
+constexpr int kMaxTokens = kStageFloats / kStepCols; /* 8: a stage spans at least one step */
 
-template <int WAVE>
-__device__ __forceinline__ void apply_vector_rows(const uint16_t *__restrict__ x, int64_t m, int64_t k,
-                                                  const int32_t *__restrict__ packed,
-                                                  const uint16_t *__restrict__ scales,
-                                                  const uint16_t *__restrict__ bias, int64_t n, int group,
-                                                  uint16_t *__restrict__ out)
+static_assert(kRows * kMaxTokens <= kLanes, "one lane writes each (row, token) sum");
+
+/* Columns per stage for a tile of T tokens: all of k where it fits, else a multiple of a step. */
+template <int T>
+constexpr int stage_cols() { return kStageFloats / T; }
+
+/* The activations x[t0 .. t0 + T)[col .. col + cols) as fp32 into xs (token-major, chunks of 32
+ * columns padded to kChunkFloats); tokens past m read as zeros. cols is a multiple of 32. */
+template <int T>
+__device__ __forceinline__ void stage_activations(float *xs, int xstride, const uint16_t *__restrict__ x,
+                                                  int64_t m, int64_t k, int64_t t0, int64_t col, int cols)
 {
-    const int lane = threadIdx.x % WAVE;
-    const int waves = blockDim.x / WAVE;
-    const int64_t kw = k / 8, ng = k / group, chunks = k / 32;
-    for (int64_t row = (int64_t)blockIdx.x * waves + threadIdx.x / WAVE; row < n; row += (int64_t)gridDim.x * waves) {
-        const int32_t *wrow = packed + row * kw;
-        const uint16_t *srow = scales + row * ng;
-        for (int64_t tok0 = 0; tok0 < m; tok0 += kVecTokens) {
-            float acc[kVecTokens];
+    const int units = cols / 8; /* 8 columns = one 16-byte load of bf16 */
+    for (int idx = threadIdx.x; idx < T * units; idx += kVecThreads) {
+        const int t = idx / units, u = idx - t * units;
+        rad_u32x4 v = {0u, 0u, 0u, 0u};
+        if (t0 + t < m) v = rad_load_cached_16(x + (t0 + t) * k + col + 8 * u);
+        const uint32_t p[4] = {v.x, v.y, v.z, v.w};
+        float f[8];
 #pragma unroll
-            for (int b = 0; b < kVecTokens; b++) acc[b] = 0.0f;
-            for (int64_t c = lane; c < chunks; c += WAVE) {
-                /* 4 words = 32 columns, always inside one group (G >= 32, aligned) */
-                const rad_u32x4 wv = rad_load_stream_16(wrow + 4 * c);
-                const uint32_t words[4] = {wv.x, wv.y, wv.z, wv.w};
-                const float s = rad_bf16_to_float(srow[(32 * c) / group]);
-                float part[kVecTokens];
+        for (int j = 0; j < 4; j++) {
+            f[2 * j] = rad_bits_to_float(p[j] << 16);
+            f[2 * j + 1] = rad_bits_to_float(p[j] & 0xffff0000u);
+        }
+        float4 *d = (float4 *)(xs + t * xstride + (u / 4) * kChunkFloats + (u % 4) * 8);
+        d[0] = make_float4(f[0], f[1], f[2], f[3]);
+        d[1] = make_float4(f[4], f[5], f[6], f[7]);
+    }
+}
+
+/* One step's 16 bytes of each of the lane's rows (zeros past the end of k and for rows past n:
+ * the first `rows` rows exist). Rows are kw words apart from wrow. */
+__device__ __forceinline__ void load_words(rad_u32x4 (&w)[kRows], const int32_t *wrow, int64_t kw, int rows,
+                                           int c, int chunks)
+{
 #pragma unroll
-                for (int b = 0; b < kVecTokens; b++) part[b] = 0.0f;
+    for (int r = 0; r < kRows; r++) {
+        w[r] = rad_u32x4{0u, 0u, 0u, 0u};
+        if (c < chunks && r < rows) w[r] = rad_load_stream_16(wrow + r * kw + 4 * c);
+    }
+}
+
+/* acc[r][t] += the lane's 32 columns (chunk c) of row r against token t; xl: the chunk in LDS. */
+template <int T>
+__device__ __forceinline__ void fma_chunk(float (&acc)[kRows][T], const rad_u32x4 (&w)[kRows],
+                                          const uint16_t *srow, int64_t ng, int rows, int c, int group_shift,
+                                          const float *xl, int xstride)
+{
+    constexpr int kShift[8] = RAD_NIBBLE_SHIFTS;
+    float s[kRows], off[kRows];
 #pragma unroll
-                for (int i = 0; i < 4; i++) {
-                    float q[8];
+    for (int r = 0; r < kRows; r++) {
+        /* 32 columns never straddle a group; rows past n: zero weights, never written */
+        s[r] = r < rows ? rad_bf16_to_float(srow[r * ng + ((32 * c) >> group_shift)]) : 0.0f;
+        /* (b + q + 8) * s - (b + 8) * s = q * s: the product and the sum are exact (q * s and
+         * (b + 8) * s need at most 13 significant bits), so the FMA's one rounding changes nothing */
+        off[r] = -(float)(RAD_BYTE_FLOAT_BIAS + RAD_NIBBLE_ZERO) * s[r];
+    }
 #pragma unroll
-                    for (int e = 0; e < 8; e++) q[e] = word_q(words[i], e);
+    for (int i = 0; i < 4; i++) {
+        float wq[kRows][8];
 #pragma unroll
-                    for (int b = 0; b < kVecTokens; b++) {
-                        if (tok0 + b >= m) break;
-                        const rad_u32x4 xv = rad_load_cached_16(x + (tok0 + b) * k + 32 * c + 8 * i);
-                        const uint32_t xs[4] = {xv.x, xv.y, xv.z, xv.w};
+        for (int r = 0; r < kRows; r++) {
+            const uint32_t word = i == 0 ? w[r].x : i == 1 ? w[r].y : i == 2 ? w[r].z : w[r].w;
+            /* the nibbles at shifts 0, 8, 16, 24 and 4, 12, 20, 28 as the bytes of two words */
+            const uint32_t lo = word & 0x0F0F0F0Fu, hi = (word >> 4) & 0x0F0F0F0Fu;
 #pragma unroll
-                        for (int e2 = 0; e2 < 4; e2++) {
-                            part[b] += rad_bits_to_float(xs[e2] << 16) * q[2 * e2];
-                            part[b] += rad_bits_to_float(xs[e2] & 0xffff0000u) * q[2 * e2 + 1];
-                        }
-                    }
-                }
-#pragma unroll
-                for (int b = 0; b < kVecTokens; b++) acc[b] += s * part[b];
+            for (int e = 0; e < 8; e++) {
+                const uint32_t src = (kShift[e] & 4) ? hi : lo;
+                wq[r][e] = rad_fma_rn(rad_byte_to_float(src, kShift[e] / 8), s[r], off[r]);
             }
+        }
 #pragma unroll
-            for (int b = 0; b < kVecTokens; b++)
+        for (int t = 0; t < T; t++) {
+            const float4 a = *(const float4 *)(xl + t * xstride + 8 * i);
+            const float4 b = *(const float4 *)(xl + t * xstride + 8 * i + 4);
+            const float xv[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
 #pragma unroll
-                for (int h = WAVE / 2; h >= 1; h /= 2) acc[b] += rad_shfl_xor(acc[b], h);
-            if (lane == 0) {
+            for (int r = 0; r < kRows; r++)
 #pragma unroll
-                for (int b = 0; b < kVecTokens; b++)
-                    if (tok0 + b < m) out[(tok0 + b) * n + row] = out_bf16(acc[b], bias, row);
-            }
+                for (int e = 0; e < 8; e++) acc[r][t] = rad_fma_rn(xv[e], wq[r][e], acc[r][t]);
         }
     }
 }
 
-__global__ void __launch_bounds__(kVecThreads)
+/* WAVE only matters to the compiler's view of the shuffles: the kernel works in units of 32
+ * lanes, whole wave32s or the halves of a wave64 (xor masks below 32 stay inside a half). */
+template <int WAVE, int T>
+__device__ __forceinline__ void apply_vector_tiles(const uint16_t *__restrict__ x, int64_t m, int64_t k,
+                                                   const int32_t *__restrict__ packed,
+                                                   const uint16_t *__restrict__ scales,
+                                                   const uint16_t *__restrict__ bias, int64_t n, int group,
+                                                   int kc, uint16_t *__restrict__ out, float *xs)
+{
+    static_assert(WAVE % kLanes == 0, "a wave holds whole 32-lane units");
+    const int lane = threadIdx.x % kLanes;
+    const int64_t kw = k / 8, ng = k / group;
+    const int chunks = (int)(k / 32), steps = (int)((k + kStepCols - 1) / kStepCols);
+    const int group_shift = group == 32 ? 5 : group == 64 ? 6 : group == 128 ? 7 : 8; /* RAD_GROUP_OK */
+    const int xstride = (kc / 32) * kChunkFloats;
+    const int64_t row_blocks = (n + kBlockRows - 1) / kBlockRows;
+    for (int64_t rb = blockIdx.x; rb < row_blocks; rb += gridDim.x) {
+        const int64_t row0 = rb * kBlockRows + (threadIdx.x / kLanes) * kRows;
+        const int rows = n - row0 < kRows ? (int)(n - row0) : kRows; /* <= 0 past n */
+        const int32_t *wrow = packed + (rows > 0 ? row0 : 0) * kw;
+        const uint16_t *srow = scales + (rows > 0 ? row0 : 0) * ng;
+        for (int64_t t0 = 0; t0 < m; t0 += T) {
+            float acc[kRows][T];
+#pragma unroll
+            for (int r = 0; r < kRows; r++)
+#pragma unroll
+                for (int t = 0; t < T; t++) acc[r][t] = 0.0f;
+            rad_u32x4 cur[kRows], nxt[kRows];
+            load_words(cur, wrow, kw, rows, lane, chunks);
+            int in_stage = 0; /* columns of this stage before step j */
+            for (int j = 0; j < steps; j++, in_stage += kStepCols) {
+                const int64_t col = (int64_t)j * kStepCols;
+                if (in_stage == kc) in_stage = 0;
+                if (in_stage == 0) {
+                    __syncthreads(); /* every lane is done with the previous stage */
+                    stage_activations<T>(xs, xstride, x, m, k, t0, col, (int)(k - col < kc ? k - col : kc));
+                    __syncthreads();
+                }
+                load_words(nxt, wrow, kw, rows, (j + 1) * kLanes + lane, j + 1 < steps ? chunks : 0);
+                const int c = j * kLanes + lane;
+                if (c < chunks)
+                    fma_chunk<T>(acc, cur, srow, ng, rows, c, group_shift, xs + (in_stage / 32 + lane) * kChunkFloats, xstride);
+#pragma unroll
+                for (int r = 0; r < kRows; r++) cur[r] = nxt[r];
+            }
+#pragma unroll
+            for (int r = 0; r < kRows; r++)
+#pragma unroll
+                for (int t = 0; t < T; t++) {
+                    float v = acc[r][t];
+#pragma unroll
+                    for (int h = kLanes / 2; h >= 1; h /= 2) v += rad_shfl_xor(v, h);
+                    if (lane == r * T + t && row0 + r < n && t0 + t < m)
+                        out[(t0 + t) * n + row0 + r] = out_bf16(v, bias, row0 + r);
+                }
+        }
+    }
+}
+
+/* NVIDIA: two blocks per SM (128 registers) where that needs no spill; the 8-token tile's 32
+ * accumulators and 32 decoded weights per lane need more (at 128 it spilled). HIP reads the
+ * second argument as waves per SIMD, a bound these kernels meet anyway. */
+template <int T>
+__global__ void __launch_bounds__(kVecThreads, T < kMaxTokens ? 2 : 1)
 apply_vector_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const int32_t *__restrict__ packed,
                     const uint16_t *__restrict__ scales, const uint16_t *__restrict__ bias, int64_t n, int group,
-                    uint16_t *__restrict__ out)
+                    int kc, uint16_t *__restrict__ out)
 {
-    apply_vector_rows<RAD_WAVE>(x, m, k, packed, scales, bias, n, group, out);
+    extern __shared__ float4 vector_xs[];
+    apply_vector_tiles<RAD_WAVE, T>(x, m, k, packed, scales, bias, n, group, kc, out, (float *)vector_xs);
+}
+
+template <int T>
+rad_error_t launch_tokens(const ApplyArgs &a)
+{
+    /* all of k in one stage where it fits; else stages of a whole number of steps */
+    const int kc = a.k < stage_cols<T>() ? (int)a.k : stage_cols<T>();
+    const size_t smem = (size_t)T * (kc / 32) * kChunkFloats * sizeof(float);
+    int64_t blocks = (a.n + kBlockRows - 1) / kBlockRows;
+    if (blocks > (1 << 20)) blocks = 1 << 20; /* the blocks loop over row blocks */
+    apply_vector_kernel<T><<<(unsigned)blocks, kVecThreads, smem, a.stream>>>(a.x, a.m, a.k, a.packed, a.scales,
+                                                                             a.bias, a.n, a.group, kc, a.out);
+    return rad_get_last_error();
 }
 
 } // namespace
 
 rad_error_t launch_vector(const ApplyArgs &a, const ApplyPlan &)
 {
-    /* enough blocks to fill any current GPU; each loops over rows */
-    const int64_t waves_per_block = kVecThreads / 32;
-    int64_t blocks = (a.n + waves_per_block - 1) / waves_per_block;
-    if (blocks > 65536) blocks = 65536;
-    apply_vector_kernel<<<(unsigned)blocks, kVecThreads, 0, a.stream>>>(a.x, a.m, a.k, a.packed, a.scales, a.bias,
-                                                                        a.n, a.group, a.out);
-    return rad_get_last_error();
+    static_assert(stage_cols<kMaxTokens>() % kStepCols == 0, "a stage boundary is a step boundary");
+    /* the smallest tile that holds m: the FMAs of tokens past m are wasted work */
+    if (a.m == 1) return launch_tokens<1>(a);
+    if (a.m == 2) return launch_tokens<2>(a);
+    if (a.m <= 4) return launch_tokens<4>(a);
+    return launch_tokens<kMaxTokens>(a);
 }
 
 } // namespace radiance

@@ -184,6 +184,26 @@ __device__ __forceinline__ float rad_half_to_float(uint16_t h)
 #endif
 }
 
+/* Byte b (0..3, a constant) of v, where that byte is below 128, as a float plus
+ * RAD_BYTE_FLOAT_BIAS, in one instruction: AMD's v_cvt_f32_ubyte<b>; on NVIDIA, whose integer
+ * conversion runs at a quarter of the FMA rate, a byte permute into the mantissa of 128.0. */
+#if defined(RAD_HIP)
+#define RAD_BYTE_FLOAT_BIAS 0
+__device__ __forceinline__ float rad_byte_to_float(uint32_t v, int b)
+{
+    /* hide what the compiler knows of v's bits, or it folds a mask into a v_bfe_u32 before a
+     * v_cvt_f32_ubyte0: two instructions */
+    __asm__("" : "+v"(v));
+    return (float)((v >> (8 * b)) & 0xffu);
+}
+#else
+#define RAD_BYTE_FLOAT_BIAS 128
+__device__ __forceinline__ float rad_byte_to_float(uint32_t v, int b)
+{
+    return __uint_as_float(__byte_perm(v, 0x43000000u, 0x7044u | ((uint32_t)b << 8)));
+}
+#endif
+
 /* ------------------------------------------------------------------------------------------ */
 /* fp32 arithmetic with exactly one IEEE round-to-nearest-even per operation: the compiler may */
 /* not contract a*b+c into an FMA (nvcc: the __f*_rn intrinsics; clang: contract(off)).        */

@@ -410,3 +410,16 @@ def test_apply_gpu_shared_x_equals_stream_kernel_bit_for_bit(m, k, group_size):
     assert np.isfinite(shared.astype(np.float64)).all(), f"unwritten outputs (seed {seed})"
     diff = np.flatnonzero(shared.view(np.uint16) != stream.view(np.uint16))
     assert diff.size == 0, f"seed {seed}: {diff.size} outputs differ, first at {np.unravel_index(diff[0], shared.shape)}"
+
+
+# The vector kernel (hip/apply_vector.hip) by the same hook: every tile of tokens it plans (1, 2, 4
+# and 8, with m past a multiple of 8 and many tiles), every group size, and k that ends inside a
+# 1024-column step (576, 1376, 32), one column chunk past a stage of activations (2080: the 4-token
+# tile stages 2048 columns; 8320: the 1-token tile stages 8192) and past 8192 (9216).
+@pytest.mark.parametrize("m", [1, 2, 3, 8, 9, 17, 64, 130])
+@pytest.mark.parametrize(
+    "k, group_size",
+    [(32, 32), (576, 64), (1376, 32), (2080, 32), (1280, 256), (5120, 128), (8320, 128), (9216, 256)],
+)
+def test_apply_gpu_vector_kernel_matches_float64(m, k, group_size):
+    test_apply_gpu_fallback_paths_match_float64(NO_MMA, m, k, group_size)
