@@ -36,6 +36,8 @@ from .stats import LogitStats, log_sum_exp, softmax, top_sorted
 TOPK = (1, 5, 16)
 # Host memory for one chunk of float32 logits; bounds the check's footprint for large vocabularies.
 _LOGIT_CHUNK_BYTES = 128 << 20
+# Also few enough tokens per chunk that the progress bar moves on a small head.
+_LOGIT_CHUNK_TOKENS = 128
 _ROW_CHUNK_ELEMENTS = 32 << 20
 _BINS = 40
 
@@ -225,7 +227,7 @@ def check(
             row_err_sq[name][r0:r1] = np.einsum("ij,ij->i", d, d)
 
     # Logits: one pass over token chunks, the reference computed once per chunk.
-    chunk_tokens = max(1, min(tokens, _LOGIT_CHUNK_BYTES // (4 * vocab)))
+    chunk_tokens = max(1, min(tokens, _LOGIT_CHUNK_TOKENS, _LOGIT_CHUNK_BYTES // (4 * vocab)))
     first = backend.reference_logits(x_all[:chunk_tokens])
     lo, hi = float(first.min()), float(first.max())
     margin = 0.25 * (hi - lo) + 1e-6
