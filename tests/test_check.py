@@ -687,6 +687,8 @@ def test_cli_save_stats_then_stats_evaluates_the_same_held_out_tokens(
                                str(tmp_path / "b.json")], capsys)  # fmt: skip
     assert code == 0, err
     assert "computed on the first 100 tokens" in err and "tokens 100-199 only" in err
+    assert (f"evaluated on 100 tokens; act's statistics from {stats_path} (100 tokens of the "
+            f"same text, rows 0-99, which are not evaluated)") in out
     from_file = json.loads((tmp_path / "b.json").read_text())
     assert from_file["calibration"]["evaluation_rows"] == [100, 200]
     assert from_file["calibration"]["source"] == "file"

@@ -293,3 +293,22 @@ def test_plot_draws_every_method_distinctly(tmp_path):
         plt.close(fig)
     r.plot(str(tmp_path / "p.png"))
     assert (tmp_path / "p.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.gpu
+def test_every_method_on_the_gpu_gives_the_cpu_numbers():
+    # int4 quantization is bit-identical on the GPU; the peer formats quantize on the host and
+    # multiply on the GPU; the statistics are gathered on the host either way.
+    rng = np.random.default_rng(18)
+    w, h = _head(rng, 3000, 256), _hidden(rng, 64, 256)
+    cpu = check.check(w, h, timing=False)
+    gpu = check.check(w, h, device="cuda", timing_batches=(1,))
+    assert gpu.device.startswith("cuda") and gpu.timing["batches"]["1"]["int4_ms"] > 0
+    np.testing.assert_array_equal(gpu.activation_sq, cpu.activation_sq)
+    for name, m in cpu.methods.items():
+        g = gpu[name]
+        assert g.bytes_per_step == m.bytes_per_step
+        assert g.weight_rel_rms == pytest.approx(m.weight_rel_rms, rel=1e-6), name
+        assert g.logit_rel_rms == pytest.approx(m.logit_rel_rms, rel=1e-3), name
+        assert g.expected_acceptance == pytest.approx(m.expected_acceptance, rel=1e-3), name
+        assert g.top1_agreement == pytest.approx(m.top1_agreement, abs=2 / cpu.tokens), name

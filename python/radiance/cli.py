@@ -52,6 +52,7 @@ def _add_model_options(parser, verb):
         "--tokens",
         type=int,
         default=None,
+        metavar="N",
         help=f"use the first N tokens of the text (default: all of it, at most "
         f"{DEFAULT_MAX_TOKENS})",
     )

@@ -169,6 +169,13 @@ def format_tokens_line(result):
             f"; act's statistics E[x^2] from {c1 - c0} other tokens (rows {c0}-{c1 - 1} of the "
             f"input), which are never evaluated"
         )
+    elif calibration.get("source") == "file":
+        count = calibration.get("tokens")
+        line += f"; act's statistics from {calibration.get('path')} ({count} tokens of " + (
+            f"the same text, rows 0-{count - 1}, which are not evaluated)"
+            if calibration.get("same_text")
+            else "another text)"
+        )
     elif calibration.get("source") == "given":
         count = calibration.get("tokens")
         line += "; act's statistics given" + (f" (from {count} other tokens)" if count else "")
