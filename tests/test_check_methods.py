@@ -80,9 +80,8 @@ def test_check_acceptance_against_an_independent_formula():
     x = _bf16_activations(h)
     ref = x @ w.astype(np.float64).T
     p = _softmax64(ref)
-    logits = {
-        "rtn": radiance.apply(h.astype(BF16), *radiance.quantize_rows(w, 128, "rtn"), group_size=128),
-    }
+    packed, scales = radiance.quantize_rows(w, 128, "rtn")
+    logits = {"rtn": radiance.apply(h.astype(BF16), packed, scales, group_size=128)}
     codes, scale = peer_formats.fp8_quantize_weight(w)
     x_codes, x_scale = peer_formats.fp8_quantize_activations(h.astype(BF16))
     logits["fp8"] = (

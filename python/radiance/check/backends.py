@@ -63,7 +63,8 @@ class Int4Head:
     """A head quantized to radiance's int4 format, run by ``radiance.apply`` on the backend."""
 
     def __init__(self, backend, packed, scales, group_size):
-        self.backend, self.packed, self.scales, self.group_size = backend, packed, scales, group_size
+        self.backend, self.group_size = backend, group_size
+        self.packed, self.scales = packed, scales
 
     def bytes_per_step(self):
         n, k = self.backend.shape
