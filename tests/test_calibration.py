@@ -90,3 +90,31 @@ def test_load_refuses_files_that_are_not_statistics(tmp_path):
                         "hidden": "9", "head_sha256": "00"})
     with pytest.raises(ValueError, match=r"expected float32 \[9\]"):
         calibration.load_stats(wrong)
+
+
+def test_source_of_the_tokens_round_trips(tmp_path):
+    head = np.ones((10, 32), np.float32)
+    text = "The same text gives the same source; another text another."
+    source = calibration.text_source(text)
+    assert source.startswith("text sha256:") and source == calibration.text_source(text)
+    assert source != calibration.text_source(text + " ")
+    path = tmp_path / "s.safetensors"
+    calibration.save_stats(path, np.ones(32, np.float32), tokens=7, head=head, source=source)
+    assert calibration.load_stats(path).source == source
+    # a file without a source (older, or made elsewhere) reads as an unknown source
+    calibration.save_stats(path, np.ones(32, np.float32), tokens=7, head=head)
+    assert calibration.load_stats(path).source == ""
+    h = np.arange(64, dtype=np.float32).reshape(2, 32)
+    assert calibration.array_source(h) == calibration.array_source(h.copy())
+    assert calibration.array_source(h) != calibration.array_source(h.astype(np.float16))
+    assert calibration.array_source(h) != calibration.array_source(h.reshape(4, 16))
+
+
+def test_head_id_of_a_torch_bf16_head_is_that_of_its_numpy_copy():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(3)
+    head = rng.standard_normal((40, 16)).astype(ml_dtypes.bfloat16)
+    tensor = torch.from_numpy(head.view(np.int16)).view(torch.bfloat16)
+    assert calibration.head_id(tensor) == calibration.head_id(head)
+    assert calibration.head_id(tensor.float()) == calibration.head_id(head.astype(np.float32))
+    assert calibration.head_id(tensor) != calibration.head_id(tensor.float())

@@ -1,13 +1,15 @@
 """Calibration statistics for clip "act": E[x^2] per hidden channel, kept in a small safetensors file.
 
     a = compute_activation_sq(hidden_states)            # float32 [hidden]
-    save_stats(path, a, tokens=n, head=weight, model_path=...)
+    save_stats(path, a, tokens=n, head=weight, model_path=..., source=text_source(text))
     stats = load_stats(path, expected_hidden=576, expected_head_id=head_id(weight))
     radiance.quantize_rows(weight, 64, "act", activation_sq=stats.activation_sq)
 
 The file holds one float32 tensor `activation_sq` [hidden] and, in the safetensors metadata, the
 token count and the identity of the head the statistics belong to (vocab, hidden, a SHA-256 of
-the head's bytes, the model path). Reading checks the file against what the caller expects:
+the head's bytes, the model path), and optionally where the tokens came from (`source`: the
+statistics are those of the first `tokens` tokens of that text or array, so a later evaluation on
+the same source can leave them out). Reading checks the file against what the caller expects:
 statistics of another head would weigh the wrong channels silently. Needs NumPy and safetensors
 only.
 """
@@ -41,14 +43,22 @@ class Stats:
     tokens: int
     head: HeadId
     model_path: str
+    # "text sha256:<hex>" or "hidden sha256:<hex>": the statistics are of the first `tokens`
+    # tokens of that source; "" when unknown.
+    source: str = ""
 
 
 def _numpy(a, name):
     if hasattr(a, "detach"):  # a torch tensor, without importing torch
         a = a.detach().cpu()
         if str(a.dtype) == "torch.bfloat16":
-            a = a.float()
-        a = a.numpy()
+            # The same bytes as an ml_dtypes array, so a torch head and its NumPy copy hash alike.
+            import ml_dtypes
+            import torch  # already imported: `a` is a tensor
+
+            a = a.contiguous().view(torch.int16).numpy().view(ml_dtypes.bfloat16)
+        else:
+            a = a.numpy()
     a = np.asarray(a)
     if a.dtype.kind not in "fiu" and a.dtype.name != "bfloat16":
         raise TypeError(f"{name} must be real numbers, got {a.dtype}")
@@ -92,8 +102,24 @@ def head_id(weight):
     return HeadId(int(w.shape[0]), int(w.shape[1]), digest.hexdigest())
 
 
-def save_stats(path, activation_sq, *, tokens, head, model_path=""):
-    """Write the statistics of `head` (a weight array or a HeadId) to a safetensors file."""
+def text_source(text):
+    """The `source` of statistics computed on `text` (a str): its SHA-256 as UTF-8."""
+    return "text sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def array_source(hidden_states):
+    """The `source` of statistics computed on the rows of a hidden-states array."""
+    h = _numpy(hidden_states, "hidden_states")
+    digest = hashlib.sha256(f"{h.dtype.name}{list(h.shape)}".encode() + b"\0")
+    digest.update(np.ascontiguousarray(h).reshape(-1).view(np.uint8).data)
+    return "hidden sha256:" + digest.hexdigest()
+
+
+def save_stats(path, activation_sq, *, tokens, head, model_path="", source=""):
+    """Write the statistics of `head` (a weight array or a HeadId) to a safetensors file.
+
+    `source` (text_source / array_source) says which text or array the first `tokens` tokens
+    were taken from."""
     from safetensors.numpy import save_file
 
     a = np.ascontiguousarray(_numpy(activation_sq, "activation_sq"), dtype=np.float32)
@@ -113,6 +139,7 @@ def save_stats(path, activation_sq, *, tokens, head, model_path=""):
         "hidden": str(ident.hidden),
         "head_sha256": ident.sha256,
         "model_path": str(model_path),
+        "source": str(source),
     }
     save_file({TENSOR: a}, os.fspath(path), metadata=metadata)
 
@@ -166,4 +193,4 @@ def load_stats(path, *, expected_hidden=None, expected_head_id=None):
             f"{path}: statistics of another head ({ident.describe()}); this model's is "
             f"{expected_head_id.describe()}"
         )
-    return Stats(a, tokens, ident, metadata.get("model_path", ""))
+    return Stats(a, tokens, ident, metadata.get("model_path", ""), metadata.get("source", ""))

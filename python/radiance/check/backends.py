@@ -1,8 +1,9 @@
 """Where ``check`` runs: NumPy arrays on the CPU, or torch tensors on their device.
 
-A backend quantizes with a method, dequantizes rows, computes the reference and the int4 logits,
-and gives the two head calls that the timing compares. Whatever it computes comes back to the
-host as NumPy: the statistics are always gathered there.
+A backend quantizes with a method (an int4 method through radiance, a peer format through
+peers.py), dequantizes rows, computes the reference and the quantized logits, and gives the two
+head calls that the timing compares. Whatever it computes comes back to the host as NumPy: the
+statistics are always gathered there.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import ml_dtypes
 import numpy as np
 
 import radiance
+from radiance import peer_formats
 
 
 def torch_module():
@@ -57,6 +59,56 @@ def dtype_name(a):
     return str(np.asarray(a).dtype) if not hasattr(a, "dtype") else str(a.dtype)
 
 
+class Int4Head:
+    """A head quantized to radiance's int4 format, run by ``radiance.apply`` on the backend."""
+
+    def __init__(self, backend, packed, scales, group_size):
+        self.backend, self.group_size = backend, group_size
+        self.packed, self.scales = packed, scales
+
+    def bytes_per_step(self):
+        n, k = self.backend.shape
+        return peer_formats.bytes_per_step("int4", n, k, self.group_size)
+
+    def dequantize_rows(self, r0, r1):
+        packed, scales = self.packed[r0:r1], self.scales[r0:r1]
+        return to_numpy(radiance.dequantize(packed, scales, self.group_size))
+
+    def logits(self, x):
+        return self.backend.int4_logits(x, self.packed, self.scales, self.group_size)
+
+
+class PeerRunner:
+    """A peer-format head (peers.py) whose product runs on the backend."""
+
+    def __init__(self, backend, head):
+        self.backend, self.head = backend, head
+        self.values = backend.device_matrix(head.values)
+
+    def bytes_per_step(self):
+        return self.head.bytes_per_step()
+
+    def dequantize_rows(self, r0, r1):
+        return self.head.dequantize_rows(r0, r1)
+
+    def logits(self, x):
+        activations, token_scale = self.head.activations(to_float32(to_numpy(x)))
+        product = self.backend.matmul_t(activations, self.values)
+        return self.head.finish(product, token_scale, self.backend.bias_host)
+
+
+def quantize(backend, method, group_size, activation_sq=None):
+    """The head of ``method`` (methods.Method) on ``backend``: an Int4Head or a PeerRunner."""
+    if method.format == "int4":
+        if method.needs_activation_sq:
+            packed, scales = method.quantize(
+                backend.weight, group_size, activation_sq=activation_sq
+            )
+        else:
+            packed, scales = method.quantize(backend.weight, group_size)
+        return Int4Head(backend, packed, scales, group_size)
+    return PeerRunner(backend, method.quantize(backend.host_weight_f32()))
+
 
 class NumpyBackend:
     """Quantize, dequantize and apply with NumPy arrays on the CPU."""
@@ -67,19 +119,24 @@ class NumpyBackend:
         self.weight_f32 = to_float32(self.weight)
         self.bias = None if bias is None else np.asarray(bias).astype(np.float32)
         self.bias_native = None if bias is None else np.asarray(bias)
+        self.bias_host = self.bias
+        self.shape = self.weight.shape
         self.reference_name = "NumPy float32 matmul"
 
     def activations(self, hidden):
         return np.ascontiguousarray(to_numpy(hidden).astype(ml_dtypes.bfloat16))
 
-    def quantize(self, method, group_size):
-        return method.quantize(self.weight, group_size)
+    def host_weight_f32(self):
+        return self.weight_f32
+
+    def device_matrix(self, a):
+        return a
+
+    def matmul_t(self, x, w):
+        return x @ w.T
 
     def weight_rows(self, r0, r1):
         return self.weight_f32[r0:r1]
-
-    def dequantize_rows(self, packed, scales, r0, r1, group_size):
-        return to_numpy(radiance.dequantize(packed[r0:r1], scales[r0:r1], group_size))
 
     def reference_logits(self, x):
         y = to_float32(x) @ self.weight_f32.T
@@ -118,6 +175,8 @@ class TorchBackend:
         if bias is not None and not is_torch(bias):
             bias = numpy_to_torch(np.asarray(bias), device)
         self.bias = None if bias is None else bias.detach().to(self.weight.device)
+        self.bias_host = None if bias is None else to_numpy(self.bias.float())
+        self.shape = tuple(self.weight.shape)
         self.reference_name = "torch.nn.functional.linear bfloat16"
 
     def activations(self, hidden):
@@ -126,14 +185,17 @@ class TorchBackend:
             hidden = numpy_to_torch(np.asarray(hidden), self.weight.device)
         return hidden.detach().to(self.weight.device).to(torch.bfloat16).contiguous()
 
-    def quantize(self, method, group_size):
-        return method.quantize(self.weight, group_size)
+    def host_weight_f32(self):
+        return to_numpy(self.weight_f32)
+
+    def device_matrix(self, a):
+        return numpy_to_torch(a, self.weight.device)
+
+    def matmul_t(self, x, w):
+        return to_numpy(self.torch.nn.functional.linear(numpy_to_torch(x, w.device), w))
 
     def weight_rows(self, r0, r1):
         return to_numpy(self.weight_f32[r0:r1])
-
-    def dequantize_rows(self, packed, scales, r0, r1, group_size):
-        return to_numpy(radiance.dequantize(packed[r0:r1], scales[r0:r1], group_size))
 
     def reference_logits(self, x):
         torch = self.torch

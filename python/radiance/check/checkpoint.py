@@ -329,21 +329,35 @@ def _shapes(path, kind):
     return shapes, files
 
 
+def _vocab_rows(shapes, vocab_size=None):
+    """The row count of a head of this model: the config's vocab size, else the rows of a
+    tensor under a known head or embedding name, else the most rows of any 2-D tensor."""
+    if vocab_size:
+        return int(vocab_size)
+    for name in HEAD_NAMES + TIED_NAMES:
+        if name in shapes and len(shapes[name]) == 2:
+            return shapes[name][0]
+    rows = [s[0] for s in shapes.values() if len(s) == 2]
+    return max(rows) if rows else None
+
+
 def _candidates(shapes, vocab_size=None):
-    """2-D tensors that could be a head, likeliest first, for error messages."""
-    two_d = [n for n, s in shapes.items() if len(s) == 2]
-    known = [n for n in HEAD_NAMES + TIED_NAMES if n in shapes]
-    by_vocab = [n for n in two_d if vocab_size and shapes[n][0] == vocab_size and n not in known]
-    named = [
-        n
-        for n in two_d
-        if any(w in n for w in ("head", "embed", "output", "wte", "logit"))
-        and n not in known + by_vocab
-    ]
-    largest = sorted(
-        (n for n in two_d if n not in known + by_vocab + named), key=lambda n: -np.prod(shapes[n])
-    )
-    return known + by_vocab + named + largest
+    """The vocabulary-shaped 2-D tensors (a head's rows are the vocabulary), known names first,
+    for error messages."""
+    vocab = _vocab_rows(shapes, vocab_size)
+    shaped = [n for n, s in shapes.items() if len(s) == 2 and s[0] == vocab]
+    known = [n for n in HEAD_NAMES + TIED_NAMES if n in shaped]
+    return known + sorted(n for n in shaped if n not in known)
+
+
+def _candidate_text(shapes, vocab_size):
+    names = _candidates(shapes, vocab_size)
+    if not names:
+        return "(no 2-D tensors)"
+    rows = _vocab_rows(shapes, vocab_size)
+    listed = ", ".join(f"{n} {list(shapes[n])}" for n in names[:20])
+    more = f" and {len(names) - 20} more" if len(names) > 20 else ""
+    return f"{listed}{more} (the tensors with {rows} rows, the vocabulary)"
 
 
 def read_head(path, tensor=None):
@@ -358,16 +372,17 @@ def read_head(path, tensor=None):
         if name is None:
             name = next((n for n in TIED_NAMES if n in shapes), None)
         if name is None:
-            listed = ", ".join(_candidates(shapes, vocab_size)[:20]) or "(no 2-D tensors)"
             raise CheckInputError(
                 f"{path}: no head tensor under a known name; pass --tensor NAME. "
-                f"Candidates: {listed}"
+                f"Candidates: {_candidate_text(shapes, vocab_size)}"
             )
     else:
         name = tensor
         if name not in shapes:
-            listed = ", ".join(_candidates(shapes, vocab_size)[:20]) or "(no 2-D tensors)"
-            raise CheckInputError(f"{path}: no tensor named {name!r}. Candidates: {listed}")
+            raise CheckInputError(
+                f"--tensor: {path} has no tensor named {name!r}. Candidates: "
+                f"{_candidate_text(shapes, vocab_size)}"
+            )
     tied = name in TIED_NAMES
     if tied and tensor is None:
         notes.append(f"the head is tied to the input embeddings: using {name}")

@@ -6,6 +6,8 @@ the head multiplies. torch and transformers are imported when a model is loaded,
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import importlib.util
 import os
 import sys
@@ -97,8 +99,9 @@ def load_runner(path, device="cpu", dtype=None, progress=True):
     if dtype is None:
         dtype = torch.float32 if str(device).startswith("cpu") else torch.bfloat16
     try:
-        tokenizer = AutoTokenizer.from_pretrained(folder, **kwargs)
-        model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype, **kwargs)
+        with quiet_gguf_bar(not progress):
+            tokenizer = AutoTokenizer.from_pretrained(folder, **kwargs)
+            model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype, **kwargs)
     except OSError as e:
         raise CheckInputError(
             f"{path}: transformers could not load this model offline: {e}"
@@ -108,11 +111,34 @@ def load_runner(path, device="cpu", dtype=None, progress=True):
     return Runner(model, tokenizer, str(device), path)
 
 
-def tokenize(runner, text, max_tokens):
+@contextlib.contextmanager
+def quiet_gguf_bar(quiet=True):
+    """Silence the bar transformers draws while it converts a GGUF: it calls tqdm itself, past
+    `transformers.utils.logging.disable_progress_bar()`, and tqdm reads its TQDM_DISABLE
+    variable only when it is imported."""
+    module = sys.modules.get("transformers.modeling_gguf_pytorch_utils")
+    if module is None and quiet:
+        try:
+            import transformers.modeling_gguf_pytorch_utils as module
+        except ImportError:  # a transformers without GGUF support: no bar to silence
+            module = None
+    original = getattr(module, "tqdm", None)
+    if not quiet or original is None:
+        yield
+        return
+    module.tqdm = functools.partial(original, disable=True)
+    try:
+        yield
+    finally:
+        module.tqdm = original
+
+
+def tokenize(runner, text, max_tokens=None):
+    """The token ids of `text` as the model reads it, at most `max_tokens` (None: all)."""
     ids = runner.tokenizer(text, add_special_tokens=True)["input_ids"]
     if len(ids) < 2:
         raise CheckInputError("the text gives fewer than 2 tokens; give a longer text")
-    return ids[:max_tokens]
+    return ids if max_tokens is None else ids[:max_tokens]
 
 
 def hidden_states(runner, ids, seq_len=512, progress=False):

@@ -1,9 +1,11 @@
 """``check()``: quantize a head with each method, run it on real hidden states, and compare its
 logits with the unquantized head's.
 
-The order of the work: validate, quantize every method once, the per-row weight error in row
-chunks, then one pass over token chunks that computes the reference logits once per chunk and
-feeds every method's logits to its statistics, then the timing of one head call.
+The order of the work: validate; split off the calibration tokens when a method needs E[x²] and
+none was given (those tokens are never evaluated); quantize every method once; the per-row weight
+error in row chunks; then one pass over the evaluation tokens in chunks that computes the
+reference logits once per chunk and feeds every method's logits to its statistics; then the
+timing of one int4 head call.
 """
 
 from __future__ import annotations
@@ -15,14 +17,27 @@ from typing import Callable, Optional, Sequence
 
 import numpy as np
 
-from .backends import NumpyBackend, TorchBackend, dtype_name, is_torch, median_ms, torch_module
-from .methods import choose_group_size, resolve_methods
+from radiance import calibration, peer_formats
+
+from .backends import (
+    NumpyBackend,
+    TorchBackend,
+    dtype_name,
+    is_torch,
+    median_ms,
+    quantize,
+    to_numpy,
+    torch_module,
+)
+from .methods import DEFAULT_METHODS, choose_group_size, resolve_methods
 from .report import CheckResult, MethodResult
 from .stats import LogitStats, log_sum_exp, softmax, top_sorted
 
 TOPK = (1, 5, 16)
 # Host memory for one chunk of float32 logits; bounds the check's footprint for large vocabularies.
 _LOGIT_CHUNK_BYTES = 128 << 20
+# Also few enough tokens per chunk that the progress bar moves on a small head.
+_LOGIT_CHUNK_TOKENS = 128
 _ROW_CHUNK_ELEMENTS = 32 << 20
 _BINS = 40
 
@@ -65,13 +80,51 @@ def _progress(iterable, enabled, **kwargs):
     return tqdm(iterable, file=sys.stderr, **kwargs)
 
 
+def _activation_sq_argument(activation_sq, width):
+    """(float32 [width], token count or None) of ``activation_sq``: an array or a Stats."""
+    tokens = None
+    if isinstance(activation_sq, calibration.Stats):
+        tokens = activation_sq.tokens
+        activation_sq = activation_sq.activation_sq
+    a = np.asarray(to_numpy(activation_sq))
+    if a.ndim != 1 or a.shape[0] != width:
+        raise ValueError(
+            f"activation_sq must be [hidden] = [{width}] for this head, got shape {a.shape}"
+        )
+    a = a.astype(np.float32)
+    bad = np.flatnonzero(~(np.isfinite(a) & (a >= 0)))
+    if bad.size:
+        raise ValueError(
+            f"activation_sq[{bad[0]}] is {a[bad[0]]}; every entry must be finite and >= 0"
+        )
+    return a, tokens
+
+
+def _split(tokens, calibration_fraction):
+    """(calibration rows, evaluation rows) of ``tokens`` rows: the first part calibrates."""
+    if isinstance(calibration_fraction, bool) or not 0 < calibration_fraction < 1:
+        raise ValueError(
+            f"calibration_fraction must be between 0 and 1 (exclusive), got "
+            f"{calibration_fraction!r}"
+        )
+    calibration_tokens = int(tokens * calibration_fraction)
+    if calibration_tokens < 1 or calibration_tokens >= tokens:
+        raise ValueError(
+            f"{tokens} tokens cannot be split into calibration and evaluation tokens "
+            f"(calibration_fraction {calibration_fraction}); give more hidden states"
+        )
+    return range(0, calibration_tokens), range(calibration_tokens, tokens)
+
+
 def check(
     weight,
     hidden,
     *,
-    methods: Sequence = ("rtn", "mse"),
+    methods: Sequence = DEFAULT_METHODS,
     group_size: Optional[int] = None,
     bias=None,
+    activation_sq=None,
+    calibration_fraction: float = 0.5,
     topk: Sequence[int] = TOPK,
     worst: int = 10,
     device: Optional[str] = None,
@@ -82,25 +135,64 @@ def check(
     sample_points: int = 20000,
     source: Optional[dict] = None,
 ) -> CheckResult:
-    """Measure what int4 costs a head ``weight [vocab, hidden]`` on ``hidden [tokens, hidden]``.
+    """Measure what a cheaper head costs ``weight [vocab, hidden]`` on ``hidden [tokens, hidden]``.
 
     ``weight`` and ``hidden`` are NumPy arrays (bf16 as ``ml_dtypes.bfloat16``, fp16 or fp32) or
     torch tensors; ``hidden`` must be the final hidden states that feed the head (after the last
-    norm). ``group_size=None`` picks 128, or the largest allowed size that divides the hidden
-    size (announced in ``result.notes``). ``device`` ("cpu", "cuda", "cuda:1") moves both to a
-    torch device; by default NumPy inputs run on the CPU and torch tensors where they are.
-    ``token_text(row)`` names vocabulary rows in the worst-rows list. The result is deterministic
-    for the same inputs, apart from ``timing``.
+    norm). ``methods``: int4 ``rtn``, ``mse``, ``act`` and the peer formats ``fp8``, ``nvfp4``
+    (see methods.py). ``group_size=None`` picks 128, or the largest allowed size that divides the
+    hidden size (announced in ``result.notes``).
+
+    ``act`` needs E[x²] per hidden channel. ``activation_sq`` gives it (an array [hidden] or a
+    ``radiance.calibration.Stats``; then every row of ``hidden`` is evaluated, so it must come
+    from other tokens). Without it, the first ``calibration_fraction`` of the rows of ``hidden``
+    calibrate and every method is evaluated on the other rows only; ``result.calibration`` says
+    which.
+
+    ``device`` ("cpu", "cuda", "cuda:1") moves both to a torch device; by default NumPy inputs
+    run on the CPU and torch tensors where they are. ``token_text(row)`` names vocabulary rows in
+    the worst-rows list. The result is deterministic for the same inputs, apart from ``timing``.
     """
     _validate(weight, hidden, bias)
     resolved = resolve_methods(methods)
     topk = tuple(sorted({int(k) for k in topk}))
     if not topk or topk[0] < 1:
         raise ValueError(f"topk must be positive integers, got {topk}")
+    if isinstance(worst, bool) or not isinstance(worst, (int, np.integer)) or worst < 0:
+        raise ValueError(f"worst must be a non-negative int, got {worst!r}")
     vocab, width = (int(s) for s in weight.shape)
-    tokens = int(hidden.shape[0])
     group_size, note = choose_group_size(width, group_size)
     notes = [note] if note else []
+
+    all_tokens = int(hidden.shape[0])
+    if activation_sq is not None:
+        activation_sq, stats_tokens = _activation_sq_argument(activation_sq, width)
+        calibration_report = {
+            "source": "given",
+            "tokens": stats_tokens,
+            "calibration_rows": None,
+            "evaluation_rows": [0, all_tokens],
+        }
+    elif any(m.needs_activation_sq for m in resolved):
+        calibration_rows, evaluation_rows = _split(all_tokens, calibration_fraction)
+        activation_sq = calibration.compute_activation_sq(
+            to_numpy(hidden[calibration_rows.start : calibration_rows.stop])
+        )
+        hidden = hidden[evaluation_rows.start : evaluation_rows.stop]
+        calibration_report = {
+            "source": "split",
+            "tokens": len(calibration_rows),
+            "calibration_rows": [calibration_rows.start, calibration_rows.stop],
+            "evaluation_rows": [evaluation_rows.start, evaluation_rows.stop],
+        }
+    else:
+        calibration_report = {
+            "source": None,
+            "tokens": 0,
+            "calibration_rows": None,
+            "evaluation_rows": [0, all_tokens],
+        }
+    tokens = int(hidden.shape[0])
 
     use_torch = device is not None or is_torch(weight) or is_torch(hidden)
     if use_torch:
@@ -114,15 +206,14 @@ def check(
     x_all = backend.activations(hidden)
 
     # Quantize every method up front: the logit pass below visits each token chunk once.
-    quantized = {}
+    heads = {}
     quantize_seconds = {}
     for method in _progress(resolved, progress, desc="quantize", unit="method"):
         t0 = time.perf_counter()
-        packed, scales = backend.quantize(method, group_size)
+        heads[method.name] = quantize(backend, method, group_size, activation_sq)
         if backend.device.startswith("cuda"):
             backend.torch.cuda.synchronize()
         quantize_seconds[method.name] = time.perf_counter() - t0
-        quantized[method.name] = (packed, scales)
 
     # Weights: per-row relative error.
     row_ref_sq = np.zeros(vocab, np.float64)
@@ -131,12 +222,12 @@ def check(
     for r0, r1 in _progress(chunks, progress, desc="weight error", unit="chunk"):
         w = backend.weight_rows(r0, r1).astype(np.float64)
         row_ref_sq[r0:r1] = np.einsum("ij,ij->i", w, w)
-        for name, (packed, scales) in quantized.items():
-            d = backend.dequantize_rows(packed, scales, r0, r1, group_size).astype(np.float64) - w
+        for name, head in heads.items():
+            d = head.dequantize_rows(r0, r1).astype(np.float64) - w
             row_err_sq[name][r0:r1] = np.einsum("ij,ij->i", d, d)
 
     # Logits: one pass over token chunks, the reference computed once per chunk.
-    chunk_tokens = max(1, min(tokens, _LOGIT_CHUNK_BYTES // (4 * vocab)))
+    chunk_tokens = max(1, min(tokens, _LOGIT_CHUNK_TOKENS, _LOGIT_CHUNK_BYTES // (4 * vocab)))
     first = backend.reference_logits(x_all[:chunk_tokens])
     lo, hi = float(first.min()), float(first.max())
     margin = 0.25 * (hi - lo) + 1e-6
@@ -156,8 +247,8 @@ def check(
         sample_idx = rng.choice(ref.size, size=min(per_chunk_sample, ref.size), replace=False)
         sample_idx.sort()
         bins = np.clip(((ref.ravel() - edges[0]) / bin_width).astype(np.int64), 0, _BINS - 1)
-        for name, (packed, scales) in quantized.items():
-            q = backend.int4_logits(x_all[t0:t1], packed, scales, group_size)
+        for name, head in heads.items():
+            q = head.logits(x_all[t0:t1])
             stats[name].add(ref, ref_top, ref_lse, ref_p, q, bins, sample_idx)
 
     logit_rms = math.sqrt(ref_sq / (tokens * vocab))
@@ -170,7 +261,7 @@ def check(
         with np.errstate(divide="ignore", invalid="ignore"):
             row_rel = np.sqrt(np.where(row_ref_sq > 0, err_rows / row_ref_sq, 0.0))
         column_rel = np.sqrt(s.column_err_sq / tokens) / max(logit_rms, 1e-30)
-        order = np.lexsort((np.arange(vocab), -column_rel))[: max(0, int(worst))]
+        order = np.lexsort((np.arange(vocab), -column_rel))[: int(worst)]
         worst_rows = []
         for row in order:
             entry = {
@@ -184,11 +275,13 @@ def check(
                 entry["token"] = None if text is None else str(text)
             worst_rows.append(entry)
         kl = np.concatenate(s.kl)
+        tv = np.concatenate(s.tv)
         counts = s.bin_count
         with np.errstate(divide="ignore", invalid="ignore"):
             bin_rms = np.where(counts > 0, np.sqrt(s.bin_err_sq / np.maximum(counts, 1)), 0.0)
         results[name] = MethodResult(
             method=name,
+            format=method.format,
             weight_rel_rms=float(math.sqrt(err_rows.sum() / total_ref_sq)) if total_ref_sq else 0.0,
             logit_rel_rms=float(math.sqrt(s.err_sq / ref_sq)) if ref_sq else 0.0,
             top1_agreement=s.top1_agree / tokens,
@@ -196,6 +289,8 @@ def check(
             kl_mean=float(max(kl.mean(), 0.0)),
             kl_p99=float(max(np.percentile(kl, 99), 0.0)),
             kl_max=float(max(kl.max(), 0.0)),
+            expected_acceptance=float(np.clip(1.0 - tv.mean(), 0.0, 1.0)),
+            bytes_per_step=int(heads[name].bytes_per_step()),
             row_error_percentiles={f"p{p}": float(np.percentile(row_rel, p)) for p in (50, 90, 99)}
             | {"max": float(row_rel.max())},
             worst_rows=worst_rows,
@@ -211,10 +306,14 @@ def check(
         )
 
     timing_report = {}
-    if timing:
+    int4_names = [m.name for m in resolved if m.format == "int4"]
+    if timing and int4_names:
+        head = heads[int4_names[0]]
         timing_report = _time_apply(
-            backend, x_all, quantized[resolved[0].name], group_size, timing_batches, progress
+            backend, x_all, (head.packed, head.scales), group_size, timing_batches, progress
         )
+    elif timing:
+        notes.append("no int4 method among the methods: apply was not timed")
     return CheckResult(
         vocab_size=vocab,
         hidden_size=width,
@@ -226,6 +325,9 @@ def check(
         timing=timing_report,
         notes=notes,
         source=dict(source or {}),
+        calibration=calibration_report,
+        bytes_per_step_bf16=peer_formats.bytes_per_step("bf16", vocab, width),
+        activation_sq=activation_sq,
     )
 
 

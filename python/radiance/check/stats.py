@@ -1,4 +1,5 @@
-"""The logit statistics of ``check``: argmax agreement, top-k overlap, KL divergence and the
+"""The logit statistics of ``check``: argmax agreement, top-k overlap, KL divergence, total
+variation distance (whose complement is the acceptance probability of a drafted token) and the
 logit error (per vocabulary row and binned by the reference logit), summed over token chunks.
 
 Everything is computed from float32 logits chunk by chunk and totalled in float64, so that a
@@ -39,6 +40,7 @@ class LogitStats:
         self.top1_agree = 0
         self.overlap = {k: 0.0 for k in topk}
         self.kl = []
+        self.tv = []
         self.column_err_sq = np.zeros(vocab, np.float64)
         self.bin_count = np.zeros(nbins, np.int64)
         self.bin_err_sq = np.zeros(nbins, np.float64)
@@ -58,8 +60,12 @@ class LogitStats:
             hits = (ref_top[:, :k, None] == q_top[:, None, :k]).any(axis=2).sum(axis=1)
             self.overlap[k] += float((hits / k).sum())
         # KL(p||q) = sum p (ref - q) + lse(q) - lse(ref), without a float64 copy of the logits.
-        kl = log_sum_exp(q) - ref_lse - (ref_p * err).sum(axis=1, dtype=np.float64)
+        q_lse = log_sum_exp(q)
+        kl = q_lse - ref_lse - (ref_p * err).sum(axis=1, dtype=np.float64)
         self.kl.append(kl)
+        # TV(p, q) = 1/2 sum |p - q|: a token drafted from q is accepted (speculative sampling
+        # against p) with probability 1 - TV.
+        self.tv.append(0.5 * np.abs(ref_p - softmax(q, q_lse)).sum(axis=1, dtype=np.float64))
         nbins = len(self.bin_count)
         flat_err = np.abs(err).ravel()
         self.bin_count += np.bincount(bins, minlength=nbins)
