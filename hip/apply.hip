@@ -215,12 +215,9 @@ enum {
     kWgQuad32 = 19,
     kStreamSkipX = 20,
     kStreamXs = 21,
-    kStreamXs2 = 22,
-    kStreamXs2Ss2 = 23,
+    /* 22, 23: streamxs2, streamxs2ss2 (16 tokens, deleted: docs/PERF_LOG.md, run 31) */
     kStreamXsBal = 24,
-    kStreamXPair = 25,
-    kWgRsEarly128 = 26,
-    kVariants = 27
+    kVariants = 25
 };
 
 /* The wgmma kernel with exactly this copy mode, or false where it cannot run here. */
@@ -271,19 +268,10 @@ int variant_plan(const ApplyArgs &a, int variant, ApplyPlan *p)
         ok = big_groups;
         break;
     case kStreamXs:
-    case kStreamXs2:
-    case kStreamXs2Ss2:
     case kStreamXsBal:
         /* at least 8 warps beside the activations (16 for the library's plan, make_plan); Bal:
          * 12 to 16 warps, as many as split the head's 16-row units evenly over the grid */
-        ok = big_groups && plan_stream_shared_x(a, variant == kStreamXs || variant == kStreamXsBal ? 1 : 2,
-                                                variant == kStreamXs2Ss2 ? 2 : 4, variant == kStreamXsBal ? 12 : 8,
-                                                variant == kStreamXsBal, p);
-        break;
-    case kStreamXPair: ok = big_groups && plan_stream_x_pair(a, 16, p); break;
-    case kWgRsEarly128:
-        ok = variant_wgmma(a, 128, kCopyTma, 2, p);
-        p->rs_variant = 1;
+        ok = big_groups && plan_stream_shared_x(a, 1, 4, variant == kStreamXsBal ? 12 : 8, variant == kStreamXsBal, p);
         break;
     case kWgmma32: ok = variant_wgmma(a, 32, kCopyAsync, 2, p); break;
     case kWgmma64: ok = variant_wgmma(a, 64, kCopyAsync, 2, p); break;

@@ -52,16 +52,7 @@ enum class ApplyPath {
  * extra traffic and no per-step test; faster for 1-2 tokens) or loading nothing (kXSkip: faster
  * for 3-6 tokens, H200); or from shared memory (kXShared, kStreamSharedX), where the block has put
  * them in the order the lanes read them. */
-enum StreamX {
-    kXClamp = 0,
-    kXSkip = 1,
-    kXShared = 2,
-#if defined(RADIANCE_KERNEL_VARIANTS)
-    /* kStreamSharedX, 16 tokens, benchmark build (CUDA, sm_90): a cluster of two blocks on two SMs,
-     * each holding one 8-token tile, each reading the other's through distributed shared memory */
-    kXSharedPair = 3,
-#endif
-};
+enum StreamX { kXClamp = 0, kXSkip = 1, kXShared = 2 };
 
 /* kWgmma: how a step's weights and activations reach shared memory. */
 enum WgmmaCopy {
@@ -90,11 +81,6 @@ struct ApplyPlan {
     /* kStreamSharedX: steps per ring slot, warps per block, blocks (at most one per SM), dynamic
      * shared memory bytes (the rings and the activations), all from plan_stream_shared_x */
     int super_step, warps, blocks, smem;
-#if defined(RADIANCE_KERNEL_VARIANTS)
-    /* kWgmma with the running scale (benchmark build): 0 the library's kernel, 1 EARLY_RESCALE
-     * (apply_wgmma.hip) */
-    int rs_variant;
-#endif
     /* kWgmma with copy kCopyTmaX (xmap) or kCopyTma (both), encoded by the planner */
     rad_tma_desc_t xmap, wmap;
 };
@@ -116,11 +102,6 @@ rad_error_t launch_stream_shared_x(const ApplyArgs &a, const ApplyPlan &p);
  * so that the 16-row units of the head split evenly over the grid (else as many as fit, to 16). */
 bool plan_stream_shared_x(const ApplyArgs &a, int token_tiles, int super_step, int min_warps, bool balance,
                           ApplyPlan *p);
-#if defined(RADIANCE_KERNEL_VARIANTS)
-/* kStreamSharedX with kXSharedPair (9-16 tokens): one 8-token tile per block beside the rings of at
- * least min_warps warps, an even grid; false where that does not fit or the GPU has no clusters */
-bool plan_stream_x_pair(const ApplyArgs &a, int min_warps, ApplyPlan *p);
-#endif
 
 /* Whether this build holds the wgmma kernel for the current device (an sm_90a binary on an sm_90
  * GPU), looked up once per device. */

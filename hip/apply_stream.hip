@@ -24,8 +24,6 @@
  * apply_stream_xs_kernel (path kStreamSharedX) runs the same warp body with the activations in
  * shared memory, one block per SM; the planner takes it where they fit (plan_stream_shared_x).
  */
-#include <string.h>
-
 #include "apply_common.h"
 #include "apply_paths.h"
 #include "ptx_sm80.h"
@@ -43,16 +41,14 @@ struct StreamSmem {
 
 /* The rows row0 .. row0 + 16 ROW_TILES - 1 (those below n) of a stream warp, for the tokens tok0 ..
  * tok0 + 8 TOKEN_TILES - 1 (those below m), through this warp's ring. X_MODE kXShared: xs is the block's
- * copy of the activations of these tokens (16 k bytes per 8 tokens); X_SPLIT (TOKEN_TILES 2): tile 0 at
- * xs, tile 1 at xs1, either one in the shared memory of the other block of a cluster pair. */
-template <int GROUP, int ROW_TILES, int TOKEN_TILES, int SUPER_STEPS, int RING_SLOTS, int X_MODE, bool X_SPLIT = false>
+ * copy of the activations of these tokens (16 k bytes per 8 tokens). */
+template <int GROUP, int ROW_TILES, int TOKEN_TILES, int SUPER_STEPS, int RING_SLOTS, int X_MODE>
 __device__ __forceinline__ void stream_warp_rows(const uint16_t *__restrict__ x, int64_t m, int64_t k,
                                                  const int32_t *__restrict__ packed,
                                                  const uint16_t *__restrict__ scales,
                                                  const uint16_t *__restrict__ bias, int64_t n,
                                                  uint16_t *__restrict__ out, int64_t row0, int64_t tok0,
-                                                 unsigned char *ring, const unsigned char *xs,
-                                                 const unsigned char *xs1 = nullptr)
+                                                 unsigned char *ring, const unsigned char *xs)
 {
 #if defined(RAD_HAS_MMA_BF16)
     static_assert(GROUP >= 128, "one scale per row and step");
@@ -150,9 +146,7 @@ __device__ __forceinline__ void stream_warp_rows(const uint16_t *__restrict__ x,
     for (int nt = 0; nt < TOKEN_TILES; nt++) {
         const int64_t last = m - 1 - tok0 - 8 * nt; /* the chunk's last token, if below 8 */
         const int gx = last < 0 ? 0 : last < g ? (int)last : g;
-        /* X_SPLIT: token tile 1 lies at xs1 (another block's shared memory), not after tile 0 */
-        const unsigned char *tile = X_SPLIT && nt == 1 ? xs1 : xs + nt * (nsteps * 2048);
-        xs_lane[nt] = XS ? tile + 16 * (4 * gx + t) : nullptr;
+        xs_lane[nt] = XS ? xs + nt * (nsteps * 2048) + 16 * (4 * gx + t) : nullptr;
     }
     rad_u32x4 xb[2][TOKEN_TILES][4];
 #pragma unroll
@@ -340,8 +334,8 @@ constexpr int kStreamXsRingSlots = 2;
  * 16 bytes of token 8 nt + g at column 128 s + 32 t + 8 i sit at nt * 16 k + ((4 s + i) * 32 + L) *
  * 16. A load of the warp reads at most 512 contiguous bytes: 4 shared-memory wavefronts, where 8
  * tokens' rows in global memory touch 16 L1 lines. Tokens past m are zeros (and not read: see
- * stream_warp_rows). The library takes TOKEN_TILES 1, SUPER_STEPS 4 (docs/PERF_LOG.md, run 26:
- * 203.9 against 234.3 us at 8 tokens); the benchmark build also holds 16-token variants. */
+ * stream_warp_rows). Built with TOKEN_TILES 1, SUPER_STEPS 4 only (docs/PERF_LOG.md, run 26:
+ * 203.9 against 234.3 us at 8 tokens; the 16-token instances lost to the wgmma kernel, run 31). */
 template <int GROUP, int ROW_TILES, int TOKEN_TILES, int SUPER_STEPS, int RING_SLOTS>
 __global__ void __launch_bounds__(kStreamXsMaxWarps * 32, 1)
 apply_stream_xs_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const int32_t *__restrict__ packed,
@@ -372,86 +366,6 @@ apply_stream_xs_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, con
     }
 #endif
 }
-
-#if defined(RADIANCE_KERNEL_VARIANTS) && defined(RAD_CUDA)
-/* Benchmark build: 9-16 tokens with 16 warps and 256-byte visits. Two token tiles' activations
- * (16 k bytes each) leave room for only 8 warps' rings beside them (streamxs2: 270 us at 16
- * tokens, 248320 x 5120), or 16 with half-length visits (streamxs2ss2: 262); so a cluster of two
- * blocks on two SMs splits them: block r of the pair copies tile r (tokens 8 r .. 8 r + 7) into its
- * own shared memory, and every warp reads tile r there and tile 1 - r from the other block through
- * distributed shared memory (mapa + generic loads). Each block streams its own rows as in
- * apply_stream_xs_kernel; the pair only shares activations. Both blocks stay until the other is
- * done reading (the closing cluster barrier). */
-__device__ __forceinline__ void cluster_barrier()
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
-#endif
-}
-
-template <int GROUP>
-__global__ void __launch_bounds__(kStreamXsMaxWarps * 32, 1)
-apply_stream_xpair_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const int32_t *__restrict__ packed,
-                          const uint16_t *__restrict__ scales, const uint16_t *__restrict__ bias, int64_t n,
-                          uint16_t *__restrict__ out)
-{
-#if defined(RAD_HAS_MMA_BF16) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    constexpr int kSuper = 4, kSlots = kStreamXsRingSlots;
-    extern __shared__ __align__(16) unsigned char smem[];
-    const int warps = (int)(blockDim.x >> 5), warp = (int)(threadIdx.x >> 5);
-    const int kk = (int)k;
-    unsigned rank;
-    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
-    unsigned char *xs = smem + warps * (kSlots * StreamSmem<1, kSuper>::slot);
-    for (int q = (int)threadIdx.x; q < kk; q += (int)blockDim.x) { /* tile rank: layout of apply_stream_xs_kernel */
-        const int lane = q & 31, i = (q >> 5) & 3, s = q >> 7;
-        const int64_t tok = 8 * (int64_t)rank + (lane >> 2);
-        const bool ok = tok < m;
-        rad_cp_async_16(xs + 16 * q, ok ? (const void *)(x + tok * k + (128 * s + 32 * (lane & 3) + 8 * i)) : x, ok);
-    }
-    rad_cp_async_commit();
-    rad_cp_async_wait<0>();
-    cluster_barrier(); /* both tiles complete and visible to the pair */
-    uint64_t peer;
-    asm volatile("mapa.u64 %0, %1, %2;" : "=l"(peer) : "l"((uint64_t)xs), "r"(rank ^ 1u));
-    const unsigned char *xpeer = (const unsigned char *)peer;
-    const unsigned char *tile0 = rank == 0 ? xs : xpeer, *tile1 = rank == 0 ? xpeer : xs;
-    const int64_t units = (n + 15) / 16;
-    unsigned char *ring = smem + warp * (kSlots * StreamSmem<1, kSuper>::slot);
-    for (int64_t u = (int64_t)blockIdx.x * warps + warp; u < units; u += (int64_t)gridDim.x * warps) {
-        __syncwarp();
-        stream_warp_rows<GROUP, 1, 2, kSuper, kSlots, kXShared, true>(x, m, k, packed, scales, bias, n, out, u * 16,
-                                                                     0, ring, tile0, tile1);
-    }
-    cluster_barrier(); /* the other block may still read this block's tile */
-#endif
-}
-
-rad_error_t launch_stream_xpair(const ApplyArgs &a, const ApplyPlan &p)
-{
-    void (*kernel)(const uint16_t *, int64_t, int64_t, const int32_t *, const uint16_t *, const uint16_t *, int64_t,
-                   uint16_t *) = nullptr;
-    if (a.group == 128) kernel = apply_stream_xpair_kernel<128>;
-    if (a.group == 256) kernel = apply_stream_xpair_kernel<256>;
-    if (kernel == nullptr || p.blocks % 2 != 0) return (rad_error_t)RADIANCE_GPU_EINVAL;
-    rad_error_t err = rad_func_set_max_dynamic_smem(kernel, p.smem);
-    if (err != RAD_SUCCESS) return err;
-    cudaLaunchConfig_t cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = 2;
-    attr[0].val.clusterDim.y = 1;
-    attr[0].val.clusterDim.z = 1;
-    cfg.gridDim = dim3((unsigned)p.blocks);
-    cfg.blockDim = dim3((unsigned)(p.warps * 32));
-    cfg.dynamicSmemBytes = (size_t)p.smem;
-    cfg.stream = a.stream;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
-    return cudaLaunchKernelEx(&cfg, kernel, a.x, a.m, a.k, a.packed, a.scales, a.bias, a.n, a.out);
-}
-#endif
 
 template <int TOKEN_TILES, int SUPER_STEPS>
 rad_error_t launch_stream_xs(const ApplyArgs &a, const ApplyPlan &p)
@@ -504,56 +418,11 @@ bool plan_stream_shared_x(const ApplyArgs &a, int token_tiles, int super_step, i
     return true;
 }
 
-#if defined(RADIANCE_KERNEL_VARIANTS)
-bool plan_stream_x_pair(const ApplyArgs &a, int min_warps, ApplyPlan *p)
-{
-#if defined(RAD_CUDA)
-    if (a.m > 16 || (a.group != 128 && a.group != 256) || per_device_cached<rad_device_sm>() < 90) return false;
-    const int64_t ring = (int64_t)kStreamXsRingSlots * StreamSmem<1, 4>::slot;
-    const int64_t xbytes = 16 * a.k; /* one 8-token tile per block */
-    const int64_t optin = per_device_cached<rad_smem_optin>();
-    const int64_t sms = per_device_cached<rad_sm_count>() & ~1;
-    if (sms < 2 || xbytes >= optin) return false;
-    int64_t warps = (optin - xbytes) / ring;
-    if (warps > kStreamXsMaxWarps) warps = kStreamXsMaxWarps;
-    if (warps < min_warps || warps < 1) return false;
-    const int64_t units = (a.n + 15) / 16;
-    int64_t blocks = (units + warps - 1) / warps;
-    blocks = (blocks + 1) & ~(int64_t)1;
-    if (blocks > sms) blocks = sms;
-    p->path = ApplyPath::kStreamSharedX;
-    p->row_tiles = 1;
-    p->token_tiles = 2;
-    p->super_step = 4;
-    p->x_mode = kXSharedPair;
-    p->warps = (int)warps;
-    p->blocks = (int)blocks;
-    p->smem = (int)(warps * ring + xbytes);
-    return true;
-#else
-    (void)a, (void)min_warps, (void)p;
-    return false;
-#endif
-}
-#endif
-
 rad_error_t launch_stream_shared_x(const ApplyArgs &a, const ApplyPlan &p)
 {
     if (p.row_tiles != 1 || p.warps < 1 || p.warps > kStreamXsMaxWarps || p.blocks < 1)
         return (rad_error_t)RADIANCE_GPU_EINVAL;
-#if defined(RADIANCE_KERNEL_VARIANTS)
-    if (p.x_mode == kXSharedPair) {
-#if defined(RAD_CUDA)
-        if (p.token_tiles == 2 && p.super_step == 4) return launch_stream_xpair(a, p);
-#endif
-        return (rad_error_t)RADIANCE_GPU_EINVAL;
-    }
-#endif
     if (p.token_tiles == 1 && p.super_step == 4) return launch_stream_xs<1, 4>(a, p);
-#if defined(RADIANCE_KERNEL_VARIANTS)
-    if (p.token_tiles == 2 && p.super_step == 4) return launch_stream_xs<2, 4>(a, p);
-    if (p.token_tiles == 2 && p.super_step == 2) return launch_stream_xs<2, 2>(a, p);
-#endif
     return (rad_error_t)RADIANCE_GPU_EINVAL;
 }
 

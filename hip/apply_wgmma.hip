@@ -121,16 +121,8 @@ __device__ void wgp_exact_rows(const int *rows, int nrows, int64_t rbase, int64_
  *   RUNNING_SCALE  fold each group by the running scale (above) instead of into an fp32 total
  *   HALVES         64-row halves per warpgroup: 2 (ping-pong, 2 warpgroups) or 1 (4 warpgroups,
  *                  each waiting for its own group before the fold: 16 warps to hide latency,
- *                  <= 128 registers, TMA copies only). 256 rows per block either way.
- *   EARLY_RESCALE  (benchmark build) RUNNING_SCALE with 2 halves: at the start of a chunk rescale
- *                  both halves before the first wgmma is queued. Both halves are drained there, but
- *                  ptxas does not see it for the second half's accumulators once the first half's
- *                  wgmmas are in flight, and injects a full wait (C7517, "warpgroup.wait is
- *                  injected"): the tensor cores then idle while the second half is rescaled and
- *                  its fragments built. Same operations on the same values: bit-identical output.
- *   CHUNK          steps per straight pipeline (kWgpChunk by default; drained at its end) */
-template <int GROUP, int TOKENS, int COPY, bool RUNNING_SCALE, int HALVES = 2, bool EARLY_RESCALE = false,
-          int CHUNK = kWgpChunk<TOKENS>>
+ *                  <= 128 registers, TMA copies only). 256 rows per block either way. */
+template <int GROUP, int TOKENS, int COPY, bool RUNNING_SCALE, int HALVES = 2>
 __global__ void __launch_bounds__(512 / HALVES, 1)
 apply_wgmma_pipe_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const int32_t *__restrict__ packed,
                         const uint16_t *__restrict__ scales, const uint16_t *__restrict__ bias, int64_t n,
@@ -314,8 +306,7 @@ apply_wgmma_pipe_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, co
     };
     /* half h of step s: scale the half's previous group in (once it is done), build the A
      * fragments from the packed words in shared memory, and queue 8 wgmmas */
-    auto run_half = [&](const unsigned char *st, int s, int h, bool wait_prev, bool rescaled)
-                        __attribute__((always_inline)) {
+    auto run_half = [&](const unsigned char *st, int s, int h, bool wait_prev) __attribute__((always_inline)) {
         if (wait_prev) { /* all but the most recent group: this half's previous one */
             if (HALVES == 2) rad_wgmma_wait<1>();
             else rad_wgmma_wait<0>();
@@ -324,7 +315,7 @@ apply_wgmma_pipe_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, co
          * chunk), and so are this warp's reads of its weights: release the slot */
         if (PIPE && h == HALVES - 1 && s > 0 && lane == 0) rad_mbarrier_arrive(ebar + (s - 1) % S);
         if (RUNNING_SCALE) {
-            if (!rescaled) rescale_half(s, h);
+            rescale_half(s, h);
         } else {
             if (wait_prev) fold_half(h);
 #pragma unroll
@@ -368,10 +359,8 @@ apply_wgmma_pipe_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, co
 #pragma unroll
         for (int u = 0; u < U; u++) {
             const unsigned char *st = begin_step(s0 + u);
-            constexpr bool kEarly = EARLY_RESCALE && RUNNING_SCALE && HALVES == 2;
-            if (kEarly && u == 0) rescale_half(s0, 1);
 #pragma unroll
-            for (int h = 0; h < HALVES; h++) run_half(st, s0 + u, h, u > 0, kEarly && u == 0 && h == 1);
+            for (int h = 0; h < HALVES; h++) run_half(st, s0 + u, h, u > 0);
         }
         if (HALVES == 2) {
             rad_wgmma_wait<1>();
@@ -381,7 +370,7 @@ apply_wgmma_pipe_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, co
         fold_half(HALVES - 1);
     };
     int s = 0;
-    for (; s + CHUNK <= nsteps; s += CHUNK) run_chunk(s, IntConstant<CHUNK>());
+    for (; s + kWgpChunk<TOKENS> <= nsteps; s += kWgpChunk<TOKENS>) run_chunk(s, IntConstant<kWgpChunk<TOKENS>>());
     for (; s < nsteps; s++) run_chunk(s, IntConstant<1>());
     if (!PIPE) rad_cp_async_wait<0>();
 
@@ -417,8 +406,7 @@ apply_wgmma_pipe_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, co
 #endif
 }
 
-template <int GROUP, int TOKENS, int COPY, bool RUNNING_SCALE, int HALVES, bool EARLY_RESCALE = false,
-          int CHUNK = kWgpChunk<TOKENS>>
+template <int GROUP, int TOKENS, int COPY, bool RUNNING_SCALE, int HALVES>
 rad_error_t launch(const ApplyArgs &a, const ApplyPlan &p)
 {
     const int64_t row_blocks = (a.n + kWgpRows - 1) / kWgpRows;
@@ -427,7 +415,7 @@ rad_error_t launch(const ApplyArgs &a, const ApplyPlan &p)
     if (blocks > 0x7fffffffLL || a.n > 0x7fffffffLL) return (rad_error_t)RADIANCE_GPU_EINVAL;
     void (*kernel)(const uint16_t *, int64_t, int64_t, const int32_t *, const uint16_t *, const uint16_t *, int64_t,
                    uint16_t *, int64_t, const rad_tma_desc_t, const rad_tma_desc_t) =
-        apply_wgmma_pipe_kernel<GROUP, TOKENS, COPY, RUNNING_SCALE, HALVES, EARLY_RESCALE, CHUNK>;
+        apply_wgmma_pipe_kernel<GROUP, TOKENS, COPY, RUNNING_SCALE, HALVES>;
     rad_error_t err = rad_func_set_max_dynamic_smem(kernel, WgpCfg<TOKENS>::smem);
     if (err != RAD_SUCCESS) return err;
     kernel<<<(unsigned)blocks, 512 / HALVES, WgpCfg<TOKENS>::smem, a.stream>>>(
@@ -435,13 +423,12 @@ rad_error_t launch(const ApplyArgs &a, const ApplyPlan &p)
     return rad_get_last_error();
 }
 
-template <int TOKENS, int COPY, bool RUNNING_SCALE, int HALVES, bool EARLY_RESCALE = false,
-          int CHUNK = kWgpChunk<TOKENS>>
+template <int TOKENS, int COPY, bool RUNNING_SCALE, int HALVES>
 rad_error_t launch_group(const ApplyArgs &a, const ApplyPlan &p)
 {
     switch (a.group) {
-    case 128: return launch<128, TOKENS, COPY, RUNNING_SCALE, HALVES, EARLY_RESCALE, CHUNK>(a, p);
-    case 256: return launch<256, TOKENS, COPY, RUNNING_SCALE, HALVES, EARLY_RESCALE, CHUNK>(a, p);
+    case 128: return launch<128, TOKENS, COPY, RUNNING_SCALE, HALVES>(a, p);
+    case 256: return launch<256, TOKENS, COPY, RUNNING_SCALE, HALVES>(a, p);
     default: return (rad_error_t)RADIANCE_GPU_EINVAL;
     }
 }
@@ -465,10 +452,6 @@ rad_error_t launch_wgmma(const ApplyArgs &a, const ApplyPlan &p)
     const bool four = p.halves == 1;
     if (p.running_scale) {
         if (p.tokens != 128 || four) return (rad_error_t)RADIANCE_GPU_EINVAL;
-#if defined(RADIANCE_KERNEL_VARIANTS)
-        if (p.copy == kCopyTma && p.rs_variant == 1) return launch_group<128, kCopyTma, true, 2, true>(a, p);
-        if (p.rs_variant != 0) return (rad_error_t)RADIANCE_GPU_EINVAL;
-#endif
         switch (p.copy) {
         case kCopyTma: return launch_group<128, kCopyTma, true, 2>(a, p);
         case kCopyTmaX: return launch_group<128, kCopyTmaX, true, 2>(a, p);

@@ -30,9 +30,6 @@ if [ "$what" = variants ]; then
 fi
 
 if [ "$what" = speed ]; then
-    # the new benchmark-only kernels (a cluster launch, a reordered wgmma pipeline) are checked and
-    # timed in processes of their own, so that a fault there cannot take the other results with it
-    new_variants=streamxpair,wgrse128
     start=$SECONDS
     python3 benchmarks/harness/gpu_kernels.py build --log "$OUT/nvcc.log" || { tail -30 "$OUT/nvcc.log"; exit 1; }
     echo "harness build $((SECONDS - start)) s"
@@ -40,13 +37,9 @@ if [ "$what" = speed ]; then
     rm -f python/radiance/_C.*.so
     (RADIANCE_GPU=cuda RADIANCE_GPU_ARCHS=${RADIANCE_GPU_ARCHS:-90} python3 setup.py -q build_ext --inplace \
         >"$OUT/build.log" 2>&1; echo $? >"$OUT/build.rc") &
-    timeout 180 python3 benchmarks/harness/gpu_kernels.py check --skip "$new_variants" >"$OUT/check.log" 2>&1
-    echo "check (all but $new_variants) rc=$? ($((SECONDS - start)) s) :: $(grep -E 'ALL CHECKS|FAILED' "$OUT/check.log")"
+    timeout 180 python3 benchmarks/harness/gpu_kernels.py check >"$OUT/check.log" 2>&1
+    echo "check rc=$? ($((SECONDS - start)) s) :: $(grep -E 'ALL CHECKS|FAILED' "$OUT/check.log")"
     grep -A 12 FAILED "$OUT/check.log" | head -14
-    timeout 60 python3 benchmarks/harness/gpu_kernels.py check --variants "auto,$new_variants" \
-        >"$OUT/check_new.log" 2>&1
-    echo "check ($new_variants) rc=$? ($((SECONDS - start)) s) :: $(grep -E 'ALL CHECKS|FAILED' "$OUT/check_new.log")"
-    grep -A 12 FAILED "$OUT/check_new.log" | head -14
     wait
     if [ "$(cat "$OUT/build.rc")" = 0 ]; then
         timeout 90 python3 -m pytest -q -p no:cacheprovider tests/test_gpu.py -k "shared_x or fallback" \
@@ -64,14 +57,9 @@ if [ "$what" = speed ]; then
     timeout 150 python3 benchmarks/harness/gpu_kernels.py time --quick --ms 1,4,8,12,16,64,128,256 \
         >"$OUT/time.log" 2>&1
     echo "time rc=$? ($((SECONDS - start)) s)"
-    timeout 60 python3 benchmarks/harness/gpu_kernels.py time --quick --no-peers --ms 12,16,128,256 \
-        --variants "auto,wgquad16,wgpipers128,$new_variants" >"$OUT/time_new.log" 2>&1
-    echo "time ($new_variants) rc=$? ($((SECONDS - start)) s)"
     grep -E "roofline" "$OUT/time.log"
-    for f in time time_new; do
-        if grep -q '^## variants' "$OUT/$f.log"; then sed -n '/^## variants/,$p' "$OUT/$f.log"
-        else grep -E "ours|bf16|Error|error" "$OUT/$f.log" | tail -30; fi
-    done
+    if grep -q '^## variants' "$OUT/time.log"; then sed -n '/^## variants/,$p' "$OUT/time.log"
+    else grep -E "ours|bf16|Error|error" "$OUT/time.log" | tail -30; fi
     exit 0
 fi
 
