@@ -188,7 +188,8 @@ static int gpu_error(int code, const char *what) {
  * is on device 0) and calls us with tensors on cuda:1 would otherwise leave a context on cuda:0
  * that nothing asked for. Such a thread is left on the tensors' device instead, as torch's device
  * guard does (c10::cuda::MaybeExchangeDevice): a device without a context was never used, so
- * nothing that the caller made depends on it being current; the caller's next use of it sets it.
+ * nothing the caller made lives there; what changes is that the thread's runtime device (and so
+ * torch.cuda.current_device() in it) is then the tensors' device until the caller sets one.
  * The state is read on entry, before this call can have changed it; where it cannot be told (-1),
  * the caller's device is restored as always. `device` is the call's device (unused: `restore`
  * already says whether it differs from the caller's).
