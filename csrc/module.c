@@ -181,19 +181,37 @@ static int gpu_error(int code, const char *what) {
     return -1;
 }
 
-/* Makes `device` current for the call and restores the caller's device after it. */
+/*
+ * Makes `device` current for the call and, after it, makes the caller's device current again if
+ * that device has a context. Since CUDA 12, setting a device creates its primary context (hundreds
+ * of MB of GPU memory) when it has none: a thread that never used its current device (a new thread
+ * is on device 0) and calls us with tensors on cuda:1 would otherwise leave a context on cuda:0
+ * that nothing asked for. Such a thread is left on the tensors' device instead, as torch's device
+ * guard does (c10::cuda::MaybeExchangeDevice): a device without a context was never used, so
+ * nothing the caller made lives there; what changes is that the thread's runtime device (and so
+ * torch.cuda.current_device() in it) is then the tensors' device until the caller sets one.
+ * The state is read on entry, before this call can have changed it; where it cannot be told (-1),
+ * the caller's device is restored as always. `device` is the call's device (unused: `restore`
+ * already says whether it differs from the caller's).
+ */
 typedef struct {
     int previous;
+    int restore; /* make `previous` current again on leaving */
 } device_guard;
 
 static int enter_device(device_guard *guard, int device, const char *what) {
     int code = radiance_gpu_get_device(&guard->previous);
-    if (code == 0 && guard->previous != device) code = radiance_gpu_set_device(device);
+    guard->restore = 0;
+    if (code == 0 && guard->previous != device) {
+        guard->restore = radiance_gpu_device_has_context(guard->previous) != 0;
+        code = radiance_gpu_set_device(device);
+    }
     return code ? gpu_error(code, what) : 0;
 }
 
 static void leave_device(device_guard *guard, int device) {
-    if (guard->previous != device) radiance_gpu_set_device(guard->previous);
+    (void)device;
+    if (guard->restore) radiance_gpu_set_device(guard->previous);
 }
 #endif
 

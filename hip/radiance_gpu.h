@@ -35,6 +35,9 @@ const char *radiance_gpu_error_string(int code);
 int radiance_gpu_device_count(int *count);
 int radiance_gpu_get_device(int *device);
 int radiance_gpu_set_device(int device);
+/* 1 if `device` has an active primary context, 0 if it has none, -1 where this cannot be told.
+ * Makes no context. */
+int radiance_gpu_device_has_context(int device);
 
 /*
  * Quantize w [rows, cols] (dtype w_dtype) to packed int32 [rows, cols/8] and bf16 scales

@@ -9,6 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <atomic>
+
 #include "compat.h"
 
 /* Multiprocessor count of the current device (1 on failure, so grids stay valid). */
@@ -31,15 +33,21 @@ int rad_smem_optin(void);
  * (AMD, or no binary for the current device). */
 int rad_func_num_regs(const void *kernel);
 
-/* F() for the current device, looked up once per device (F answers >= 0). */
+/* F() for the current device, looked up once per device (F answers >= 0). Threads may race to
+ * fill an entry: each computes the same value for the same device, so relaxed atomics suffice (the
+ * atomics only make the concurrent reads and writes defined). */
 template <int (*F)(void)>
 int per_device_cached(void)
 {
-    static int cache[64];
+    static std::atomic<int> cache[64];
     int dev = 0;
     if (rad_get_device(&dev) != RAD_SUCCESS || dev < 0 || dev >= 64) return F();
-    if (cache[dev] == 0) cache[dev] = F() + 1; /* +1: 0 means "not looked up" */
-    return cache[dev] - 1;
+    int entry = cache[dev].load(std::memory_order_relaxed);
+    if (entry == 0) { /* 0: not looked up yet; entries hold F() + 1 */
+        entry = F() + 1;
+        cache[dev].store(entry, std::memory_order_relaxed);
+    }
+    return entry - 1;
 }
 
 /* Describes a row-major [rows, cols] matrix of 2-byte (bf16) or 4-byte (int32) elements at base,

@@ -11,6 +11,10 @@
 
 #include "runtime.h"
 
+#if defined(RAD_CUDA)
+#include <cudaTypedefs.h> /* the driver's function types, for its entry points */
+#endif
+
 extern "C" const char *radiance_gpu_backend(void) { return RAD_BACKEND_NAME; }
 
 extern "C" const char *radiance_gpu_error_string(int code)
@@ -44,6 +48,65 @@ extern "C" int radiance_gpu_set_device(int device)
 {
     if (device < 0) return RADIANCE_GPU_EINVAL;
     return (int)rad_set_device(device);
+}
+
+/*
+ * Whether `device` has an active primary context, without making one: 1 yes, 0 no, -1 where this
+ * cannot be told (the caller then treats the device as having one, as before). On CUDA the driver's
+ * cuDevicePrimaryCtxGetState, like the tensor-map encoder below, is reached through the runtime's
+ * driver entry point, so that the library needs no link to libcuda.
+ */
+#if defined(RAD_CUDA)
+namespace {
+struct primary_ctx_api {
+    PFN_cuDeviceGet_v2000 device_get;
+    PFN_cuDevicePrimaryCtxGetState_v7000 get_state;
+};
+
+/* The driver's `symbol` with its ABI as of CUDA 12.0 (the PFN_*_v* types below), or NULL. */
+void *driver_entry_point(const char *symbol)
+{
+    void *fn = NULL;
+    cudaDriverEntryPointQueryResult status;
+#if CUDART_VERSION >= 12050
+    const cudaError_t e = cudaGetDriverEntryPointByVersion(symbol, &fn, 12000, cudaEnableDefault, &status);
+#else
+    const cudaError_t e = cudaGetDriverEntryPoint(symbol, &fn, cudaEnableDefault, &status);
+#endif
+    if (e == cudaSuccess && status == cudaDriverEntryPointSuccess) return fn;
+    (void)cudaGetLastError();
+    return NULL;
+}
+
+primary_ctx_api lookup_primary_ctx_api(void)
+{
+    primary_ctx_api api;
+    api.device_get = (PFN_cuDeviceGet_v2000)driver_entry_point("cuDeviceGet");
+    api.get_state = (PFN_cuDevicePrimaryCtxGetState_v7000)driver_entry_point("cuDevicePrimaryCtxGetState");
+    return api;
+}
+} // namespace
+#endif
+
+extern "C" int radiance_gpu_device_has_context(int device)
+{
+    if (device < 0) return -1;
+    unsigned int flags = 0;
+    int active = 0;
+#if defined(RAD_CUDA)
+    static const primary_ctx_api api = lookup_primary_ctx_api(); /* thread-safe static init */
+    CUdevice dev;
+    if (api.device_get == NULL || api.get_state == NULL || api.device_get(&dev, device) != CUDA_SUCCESS ||
+        api.get_state(dev, &flags, &active) != CUDA_SUCCESS)
+        return -1;
+#else
+    hipDevice_t dev;
+    if (hipDeviceGet(&dev, device) != hipSuccess || hipDevicePrimaryCtxGetState(dev, &flags, &active) != hipSuccess) {
+        (void)hipGetLastError();
+        return -1;
+    }
+#endif
+    return active ? 1 : 0;
 }
 
 int rad_sm_count(void)
@@ -131,23 +194,8 @@ int rad_func_num_regs(const void *kernel)
 int rad_tma_encode_2d(rad_tma_desc_t *desc, const void *base, int elem_bytes, uint64_t rows, uint64_t cols,
                       uint32_t box_rows, uint32_t box_cols, int swizzle128)
 {
-    static PFN_cuTensorMapEncodeTiled_v12000 encode = NULL;
-    static int looked_up = 0;
-    if (!looked_up) {
-        void *fn = NULL;
-        cudaDriverEntryPointQueryResult status;
-#if CUDART_VERSION >= 12050
-        const cudaError_t e = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault,
-                                                               &status);
-#else
-        const cudaError_t e = cudaGetDriverEntryPoint("cuTensorMapEncodeTiled", &fn, cudaEnableDefault, &status);
-#endif
-        if (e == cudaSuccess && status == cudaDriverEntryPointSuccess)
-            encode = (PFN_cuTensorMapEncodeTiled_v12000)fn;
-        else
-            (void)cudaGetLastError();
-        looked_up = 1;
-    }
+    static const PFN_cuTensorMapEncodeTiled_v12000 encode =
+        (PFN_cuTensorMapEncodeTiled_v12000)driver_entry_point("cuTensorMapEncodeTiled"); /* thread-safe init */
     if (encode == NULL || (elem_bytes != 2 && elem_bytes != 4)) return -1;
     const cuuint64_t dims[2] = {cols, rows};
     const cuuint64_t strides[1] = {cols * (cuuint64_t)elem_bytes};
