@@ -5,6 +5,10 @@
  * devices with messages that name the argument, releases the GIL around the work and turns
  * every failure into a Python exception. Host memory runs the C kernels of cpu_kernels.c; GPU
  * memory runs the kernels of hip/ through hip/radiance_gpu.h (in GPU builds only).
+ *
+ * Longer than 700 lines on purpose: it is the one place where Python arguments become C values,
+ * for five entry points that share the same converters (group_size, clip, stream), the overlap and
+ * device checks and the GIL/device guard; splitting it by entry point would spread those checks.
  */
 #define PY_ARRAY_UNIQUE_SYMBOL radiance_ARRAY_API
 #include "tensor_view.h"

@@ -7,7 +7,9 @@ and, bit for bit, with radiance's CPU reference on the quantized weights. TP=1, 
 (rank patched in one process) and a real TP=2 run over gloo in two processes.
 
 The knob tests need no vLLM; everything else skips, saying why, where vLLM cannot be imported.
-Run it with `bash .ci/vllm_env.sh`.
+Run it with `bash .ci/vllm_env.sh`. One file for the plugin's own head on purpose (its fixtures
+build one vLLM model stack that every test here shares); the drafter copies are in
+test_vllm_drafter.py.
 """
 
 import gc
