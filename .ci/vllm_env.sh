@@ -70,5 +70,6 @@ step "vLLM $VLLM_VERSION tests"
 # vLLM's CPU platform, and no hub: the tests build everything from local files. What a release
 # lacks (the quantized lm_head copies before 0.33) is skipped, saying why (-rs).
 VLLM_TARGET_DEVICE=cpu HF_HUB_OFFLINE=1 "$py" -m pytest -q -p no:cacheprovider -rs \
-    tests/test_vllm.py tests/test_vllm_drafter.py tests/test_vllm_peer_formats.py "$@"
+    tests/test_vllm.py tests/test_vllm_drafter.py tests/test_vllm_peer_formats.py \
+    tests/test_tensor_parallel.py "$@"
 echo "done after $(( $(date +%s) - started )) s"
