@@ -276,7 +276,8 @@ RAD_INLINE float group_error(const struct group_t *g, const struct group_t *weig
 
 /* Quantize one group (held transposed) into its packed words and bf16 scale. */
 RAD_INLINE void quantize_group(const struct group_t *g, const struct group_t *weights, int words,
-                               int ratios, int32_t *out, uint16_t *scale_bits) {
+                               int ratios, int32_t nib[8][RAD_MAX_GROUP / 8], int32_t *out,
+                               uint16_t *scale_bits) {
     /* |w| compares as its bit pattern (finite values), which vectorises as an integer max. */
     uint32_t amax_bits = 0;
     for (int t = 0; t < 8; t++)
@@ -298,7 +299,6 @@ RAD_INLINE void quantize_group(const struct group_t *g, const struct group_t *we
             best_bits = bits;
         }
     }
-    int32_t nib[8][RAD_MAX_GROUP / 8];
     for (int t = 0; t < 8; t++)
         for (int j = 0; j < words; j++) nib[t][j] = (int32_t)(quantize_value(g->w[t][j], best_s) + 8.0f);
     for (int j = 0; j < words; j++) /* element t at bit kNibbleShift[t]: 0,16,4,20,8,24,12,28 */
@@ -328,22 +328,30 @@ struct quantize_ctx {
 /* One row range at a fixed group size: `words` and `weighted` are constants at each call site
  * below, so every loop over a group has a known trip count and vectorises fully, and the plain
  * error carries no trace of the weights. */
+/* The working arrays of one row range (4 KB at G = 256). One set, owned by quantize_range, serves
+ * the eight inlined variants below: as locals of each they added up past a 32 KB thread stack
+ * under AddressSanitizer, which gives every inlined local a slot of its own. */
+struct quantize_scratch {
+    float wf[RAD_MAX_GROUP];
+    struct group_t g, weights;
+    int32_t nib[8][RAD_MAX_GROUP / 8];
+};
+
 RAD_INLINE void quantize_rows_fixed(const struct quantize_ctx *c, int64_t begin, int64_t end,
-                                    const int words, const int weighted) {
+                                    const int words, const int weighted,
+                                    struct quantize_scratch *s) {
     const int G = 8 * words;
     const int64_t groups = c->cols / G;
-    float wf[RAD_MAX_GROUP];
-    struct group_t g = {{{0}}}, weights = {{{0}}};
     for (int64_t row = begin; row < end; row++) {
         for (int64_t gi = 0; gi < groups; gi++) {
-            load_floats(c->w, c->dtype, row * c->cols + gi * G, G, wf);
+            load_floats(c->w, c->dtype, row * c->cols + gi * G, G, s->wf);
             for (int j = 0; j < words; j++)
-                for (int t = 0; t < 8; t++) g.w[t][j] = wf[8 * j + t];
+                for (int t = 0; t < 8; t++) s->g.w[t][j] = s->wf[8 * j + t];
             if (weighted)
                 for (int j = 0; j < words; j++)
                     for (int t = 0; t < 8; t++)
-                        weights.w[t][j] = c->act_weights[gi * G + 8 * j + t];
-            quantize_group(&g, weighted ? &weights : NULL, words, c->ratios,
+                        s->weights.w[t][j] = c->act_weights[gi * G + 8 * j + t];
+            quantize_group(&s->g, weighted ? &s->weights : NULL, words, c->ratios, s->nib,
                            c->packed + row * (c->cols / 8) + gi * words,
                            &c->scales[row * groups + gi]);
         }
@@ -353,20 +361,22 @@ RAD_INLINE void quantize_rows_fixed(const struct quantize_ctx *c, int64_t begin,
 RAD_VECTOR_CLONES
 static void quantize_range(void *arg, int64_t begin, int64_t end) {
     const struct quantize_ctx *c = (const struct quantize_ctx *)arg;
+    struct quantize_scratch scratch;
+    memset(&scratch, 0, sizeof scratch);
     if (c->act_weights) {
         switch (c->group_size) {
-        case 32: quantize_rows_fixed(c, begin, end, 4, 1); break;
-        case 64: quantize_rows_fixed(c, begin, end, 8, 1); break;
-        case 128: quantize_rows_fixed(c, begin, end, 16, 1); break;
-        default: quantize_rows_fixed(c, begin, end, 32, 1); break;
+        case 32: quantize_rows_fixed(c, begin, end, 4, 1, &scratch); break;
+        case 64: quantize_rows_fixed(c, begin, end, 8, 1, &scratch); break;
+        case 128: quantize_rows_fixed(c, begin, end, 16, 1, &scratch); break;
+        default: quantize_rows_fixed(c, begin, end, 32, 1, &scratch); break;
         }
         return;
     }
     switch (c->group_size) {
-    case 32: quantize_rows_fixed(c, begin, end, 4, 0); break;
-    case 64: quantize_rows_fixed(c, begin, end, 8, 0); break;
-    case 128: quantize_rows_fixed(c, begin, end, 16, 0); break;
-    default: quantize_rows_fixed(c, begin, end, 32, 0); break;
+    case 32: quantize_rows_fixed(c, begin, end, 4, 0, &scratch); break;
+    case 64: quantize_rows_fixed(c, begin, end, 8, 0, &scratch); break;
+    case 128: quantize_rows_fixed(c, begin, end, 16, 0, &scratch); break;
+    default: quantize_rows_fixed(c, begin, end, 32, 0, &scratch); break;
     }
 }
 
