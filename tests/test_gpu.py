@@ -14,29 +14,11 @@ import radiance
 from reference import apply_reference
 
 torch = pytest.importorskip("torch")
+from torch_helpers import fresh_rng, to_numpy, to_torch  # noqa: E402  (needs torch)
 
 pytestmark = pytest.mark.gpu
 BF16 = ml_dtypes.bfloat16
 DEV = torch.device("cuda")
-
-
-def fresh_rng():
-    seed = int.from_bytes(os.urandom(4), "little")
-    return np.random.default_rng(seed), seed
-
-
-def to_torch(a, device=DEV):
-    """NumPy (bf16 included) -> torch on device."""
-    if a.dtype == BF16:
-        return torch.from_numpy(a.view(np.int16)).view(torch.bfloat16).to(device)
-    return torch.from_numpy(np.ascontiguousarray(a)).to(device)
-
-
-def to_numpy(t):
-    t = t.detach().cpu()
-    if t.dtype == torch.bfloat16:
-        return t.view(torch.int16).numpy().view(BF16)
-    return t.numpy()
 
 
 def weights(rng, n, k, kind):
@@ -50,22 +32,32 @@ def weights(rng, n, k, kind):
     return w
 
 
+def awkward_weights(rng, group_size, kind, dtype):
+    """weights() of an awkward shape: N odd, up to 3000; K a multiple of group_size, up to 8192."""
+    n = int(rng.integers(1, 3000)) | 1
+    k = group_size * int(rng.integers(1, 8192 // group_size + 1))
+    return weights(rng, n, k, kind).astype(dtype)
+
+
+def assert_same_quantization(packed, scales, packed_cpu, scales_cpu, seed):
+    """GPU quantize_rows' tensors equal the CPU's arrays bit for bit (scales as bit patterns)."""
+    np.testing.assert_array_equal(to_numpy(packed), packed_cpu, err_msg=f"seed {seed}")
+    np.testing.assert_array_equal(
+        to_numpy(scales).view(np.uint16), scales_cpu.view(np.uint16), err_msg=f"seed {seed}"
+    )
+
+
 @pytest.mark.parametrize("group_size", [32, 64, 128, 256])
 @pytest.mark.parametrize("clip", ["mse", "rtn"])
 @pytest.mark.parametrize("kind", ["gaussian", "outliers", "zero_rows", "student_t"])
 @pytest.mark.parametrize("dtype", [BF16, np.float16, np.float32], ids=["bf16", "f16", "f32"])
 def test_quantize_gpu_equals_cpu_bit_for_bit(group_size, clip, kind, dtype):
     rng, seed = fresh_rng()
-    n = int(rng.integers(1, 3000)) | 1
-    k = group_size * int(rng.integers(1, 8192 // group_size + 1))
-    w = weights(rng, n, k, kind).astype(dtype)
+    w = awkward_weights(rng, group_size, kind, dtype)
     packed_cpu, scales_cpu = radiance.quantize_rows(w, group_size, clip)
     packed, scales = radiance.quantize_rows(to_torch(w), group_size, clip)
     assert packed.is_cuda and packed.dtype == torch.int32 and scales.dtype == torch.bfloat16
-    np.testing.assert_array_equal(to_numpy(packed), packed_cpu, err_msg=f"seed {seed}")
-    np.testing.assert_array_equal(
-        to_numpy(scales).view(np.uint16), scales_cpu.view(np.uint16), err_msg=f"seed {seed}"
-    )
+    assert_same_quantization(packed, scales, packed_cpu, scales_cpu, seed)
 
 
 def test_quantize_gpu_flags_non_finite_rows():
@@ -242,19 +234,14 @@ def activation_sq(rng, k, kind):
 @pytest.mark.parametrize("dtype", [BF16, np.float16, np.float32], ids=["bf16", "f16", "f32"])
 def test_quantize_act_gpu_equals_cpu_bit_for_bit(group_size, kind, stats, dtype):
     rng, seed = fresh_rng()
-    n = int(rng.integers(1, 3000)) | 1
-    k = group_size * int(rng.integers(1, 8192 // group_size + 1))
-    w = weights(rng, n, k, kind).astype(dtype)
-    a = activation_sq(rng, k, stats)
+    w = awkward_weights(rng, group_size, kind, dtype)
+    a = activation_sq(rng, w.shape[1], stats)
     packed_cpu, scales_cpu = radiance.quantize_rows(w, group_size, "act", activation_sq=a)
     # statistics as a GPU tensor on w's device, and as a NumPy array: the same result
     for a_in in (torch.from_numpy(a).to(DEV), a):
         packed, scales = radiance.quantize_rows(to_torch(w), group_size, "act", activation_sq=a_in)
         assert packed.is_cuda and scales.is_cuda
-        np.testing.assert_array_equal(to_numpy(packed), packed_cpu, err_msg=f"seed {seed}")
-        np.testing.assert_array_equal(
-            to_numpy(scales).view(np.uint16), scales_cpu.view(np.uint16), err_msg=f"seed {seed}"
-        )
+        assert_same_quantization(packed, scales, packed_cpu, scales_cpu, seed)
 
 
 @pytest.mark.parametrize("group_size", [32, 64, 128, 256])
