@@ -47,6 +47,16 @@ def assert_same_quantization(packed, scales, packed_cpu, scales_cpu, seed):
     )
 
 
+def assert_within_bf16_of_float64(got, x, packed, scales, group_size, bias, seed, floor=1e-6):
+    """got within one bf16 rounding (2^-8 relative) of the float64 logits of the quantized head,
+    plus fp32 accumulation over K; `floor` absolute."""
+    ref = apply_reference(x, radiance.unpack_shuffle(packed), scales, group_size, bias)
+    w_hat = radiance.dequantize(packed, scales, group_size).astype(np.float64)
+    bound = 2.0**-8 * np.abs(ref) + 2e-6 * (np.abs(x.astype(np.float64)) @ np.abs(w_hat).T) + floor
+    excess = np.abs(np.asarray(got).astype(np.float64) - ref) / bound
+    assert excess.max() <= 1.0, f"seed {seed}: worst error {excess.max():.2f}x the bound"
+
+
 @pytest.mark.parametrize("group_size", [32, 64, 128, 256])
 @pytest.mark.parametrize("clip", ["mse", "rtn"])
 @pytest.mark.parametrize("kind", ["gaussian", "outliers", "zero_rows", "student_t"])
@@ -89,12 +99,7 @@ def test_apply_gpu_matches_float64(m, k, group_size):
     torch.cuda.synchronize()
     got = to_numpy(y).astype(np.float64)
     assert np.isfinite(got).all(), f"unwritten outputs (seed {seed})"
-    nibbles = radiance.unpack_shuffle(packed)
-    ref = apply_reference(x, nibbles, scales, group_size, bias)
-    w_hat = radiance.dequantize(packed, scales, group_size).astype(np.float64)
-    bound = 2.0**-8 * np.abs(ref) + 2e-6 * (np.abs(x.astype(np.float64)) @ np.abs(w_hat).T) + 1e-6
-    excess = np.abs(got - ref) / bound
-    assert excess.max() <= 1.0, f"seed {seed}: worst error {excess.max():.2f}x the bound"
+    assert_within_bf16_of_float64(got, x, packed, scales, group_size, bias, seed)
 
 
 @pytest.mark.parametrize("m", [1, 16, 64, 65, 200])
@@ -113,11 +118,7 @@ def test_apply_gpu_hand_made_scales_match_float64(m):
     scales = scales.astype(BF16)
     x = rng.standard_normal((m, k)).astype(BF16)
     got = to_numpy(radiance.apply(to_torch(x), to_torch(packed), to_torch(scales), group_size=group_size))
-    ref = apply_reference(x, radiance.unpack_shuffle(packed), scales, group_size, None)
-    w_hat = radiance.dequantize(packed, scales, group_size).astype(np.float64)
-    bound = 2.0**-8 * np.abs(ref) + 2e-6 * (np.abs(x.astype(np.float64)) @ np.abs(w_hat).T) + 1e-30
-    excess = np.abs(got.astype(np.float64) - ref) / bound
-    assert excess.max() <= 1.0, f"seed {seed}: worst error {excess.max():.2f}x the bound"
+    assert_within_bf16_of_float64(got, x, packed, scales, group_size, None, seed, floor=1e-30)
 
 
 def test_apply_gpu_any_m_without_bias_matches_cpu_path():
@@ -302,6 +303,18 @@ def planner_refuses(flags):
     return Refusing()
 
 
+def apply_with_flags(flags, x, packed, scales, bias, group_size, n):
+    """radiance.apply of NumPy inputs on the GPU with the planner refusing `flags`; NumPy out."""
+    out = torch.full((x.shape[0], n), float("nan"), dtype=torch.bfloat16, device=DEV)  # poisoned
+    with planner_refuses(flags):
+        radiance.apply(
+            to_torch(x), to_torch(packed), to_torch(scales),
+            None if bias is None else to_torch(bias), group_size, out=out,
+        )
+        torch.cuda.synchronize()
+    return to_numpy(out)
+
+
 @pytest.mark.parametrize(
     "flags, m, k, group_size",
     [
@@ -323,20 +336,9 @@ def test_apply_gpu_fallback_paths_match_float64(flags, m, k, group_size):
     packed, scales = radiance.quantize_rows(w, group_size)
     x = (rng.standard_normal((m, k)) * 2).astype(BF16)
     bias = rng.standard_normal(n).astype(BF16) if m % 2 else None
-    out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device=DEV)  # poisoned
-    with planner_refuses(flags):
-        radiance.apply(
-            to_torch(x), to_torch(packed), to_torch(scales),
-            None if bias is None else to_torch(bias), group_size, out=out,
-        )
-        torch.cuda.synchronize()
-    got = to_numpy(out).astype(np.float64)
+    got = apply_with_flags(flags, x, packed, scales, bias, group_size, n).astype(np.float64)
     assert np.isfinite(got).all(), f"unwritten outputs (seed {seed})"
-    ref = apply_reference(x, radiance.unpack_shuffle(packed), scales, group_size, bias)
-    w_hat = radiance.dequantize(packed, scales, group_size).astype(np.float64)
-    bound = 2.0**-8 * np.abs(ref) + 2e-6 * (np.abs(x.astype(np.float64)) @ np.abs(w_hat).T) + 1e-6
-    excess = np.abs(got - ref) / bound
-    assert excess.max() <= 1.0, f"seed {seed}: worst error {excess.max():.2f}x the bound"
+    assert_within_bf16_of_float64(got, x, packed, scales, group_size, bias, seed)
 
 
 # The stream kernel with the activations in shared memory (hip/apply_stream.hip): the planner takes
@@ -345,17 +347,6 @@ def test_apply_gpu_fallback_paths_match_float64(flags, m, k, group_size):
 # fit, NO_SHARED_X never. k = 6400 and 8192 do not fit on an H200 (the fallback: stream or wgmma).
 NO_SHARED_X, SHARED_X = 16, 32
 SHARED_X_SHAPES = [(128, 128), (640, 128), (1152, 128), (2304, 256), (5120, 128), (6400, 128), (8192, 256)]
-
-
-def apply_with_flags(flags, x, packed, scales, bias, group_size, n):
-    out = torch.full((x.shape[0], n), float("nan"), dtype=torch.bfloat16, device=DEV)  # poisoned
-    with planner_refuses(flags):
-        radiance.apply(
-            to_torch(x), to_torch(packed), to_torch(scales),
-            None if bias is None else to_torch(bias), group_size, out=out,
-        )
-        torch.cuda.synchronize()
-    return to_numpy(out)
 
 
 @pytest.mark.parametrize("flags", [0, SHARED_X, NO_SHARED_X], ids=["auto", "forced", "never"])
@@ -374,11 +365,7 @@ def test_apply_gpu_shared_x_matches_float64(flags, m, k, group_size):
     bias = rng.standard_normal(n).astype(BF16) if (m + k // 128) % 2 else None
     got = apply_with_flags(flags, x, packed, scales, bias, group_size, n).astype(np.float64)
     assert np.isfinite(got).all(), f"unwritten outputs (seed {seed})"
-    ref = apply_reference(x, radiance.unpack_shuffle(packed), scales, group_size, bias)
-    w_hat = radiance.dequantize(packed, scales, group_size).astype(np.float64)
-    bound = 2.0**-8 * np.abs(ref) + 2e-6 * (np.abs(x.astype(np.float64)) @ np.abs(w_hat).T) + 1e-6
-    excess = np.abs(got - ref) / bound
-    assert excess.max() <= 1.0, f"seed {seed}: worst error {excess.max():.2f}x the bound"
+    assert_within_bf16_of_float64(got, x, packed, scales, group_size, bias, seed)
 
 
 @pytest.mark.parametrize("m", [1, 2, 5, 6])
