@@ -19,18 +19,7 @@ import pytest
 import radiance
 
 torch = pytest.importorskip("torch")
-
-
-def _skip_reason():
-    if radiance.gpu_backend() == "none":
-        return "radiance was built without a GPU backend (RADIANCE_GPU=none or no nvcc/hipcc)"
-    if not torch.cuda.is_available() or radiance.gpu_device_count() < 1:
-        return "no GPU visible"
-    return None
-
-
-_SKIP = _skip_reason()
-pytestmark = [pytest.mark.gpu, pytest.mark.skipif(_SKIP is not None, reason=_SKIP or "")]
+pytestmark = pytest.mark.gpu
 
 _HAS_CONTEXT = textwrap.dedent("""
     import ctypes

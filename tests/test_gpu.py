@@ -14,29 +14,11 @@ import radiance
 from reference import apply_reference
 
 torch = pytest.importorskip("torch")
+from torch_helpers import fresh_rng, to_numpy, to_torch  # noqa: E402  (needs torch)
 
 pytestmark = pytest.mark.gpu
 BF16 = ml_dtypes.bfloat16
 DEV = torch.device("cuda")
-
-
-def fresh_rng():
-    seed = int.from_bytes(os.urandom(4), "little")
-    return np.random.default_rng(seed), seed
-
-
-def to_torch(a, device=DEV):
-    """NumPy (bf16 included) -> torch on device."""
-    if a.dtype == BF16:
-        return torch.from_numpy(a.view(np.int16)).view(torch.bfloat16).to(device)
-    return torch.from_numpy(np.ascontiguousarray(a)).to(device)
-
-
-def to_numpy(t):
-    t = t.detach().cpu()
-    if t.dtype == torch.bfloat16:
-        return t.view(torch.int16).numpy().view(BF16)
-    return t.numpy()
 
 
 def weights(rng, n, k, kind):
@@ -50,22 +32,42 @@ def weights(rng, n, k, kind):
     return w
 
 
+def awkward_weights(rng, group_size, kind, dtype):
+    """weights() of an awkward shape: N odd, up to 3000; K a multiple of group_size, up to 8192."""
+    n = int(rng.integers(1, 3000)) | 1
+    k = group_size * int(rng.integers(1, 8192 // group_size + 1))
+    return weights(rng, n, k, kind).astype(dtype)
+
+
+def assert_same_quantization(packed, scales, packed_cpu, scales_cpu, seed):
+    """GPU quantize_rows' tensors equal the CPU's arrays bit for bit (scales as bit patterns)."""
+    np.testing.assert_array_equal(to_numpy(packed), packed_cpu, err_msg=f"seed {seed}")
+    np.testing.assert_array_equal(
+        to_numpy(scales).view(np.uint16), scales_cpu.view(np.uint16), err_msg=f"seed {seed}"
+    )
+
+
+def assert_within_bf16_of_float64(got, x, packed, scales, group_size, bias, seed, floor=1e-6):
+    """got within one bf16 rounding (2^-8 relative) of the float64 logits of the quantized head,
+    plus fp32 accumulation over K; `floor` absolute."""
+    ref = apply_reference(x, radiance.unpack_shuffle(packed), scales, group_size, bias)
+    w_hat = radiance.dequantize(packed, scales, group_size).astype(np.float64)
+    bound = 2.0**-8 * np.abs(ref) + 2e-6 * (np.abs(x.astype(np.float64)) @ np.abs(w_hat).T) + floor
+    excess = np.abs(np.asarray(got).astype(np.float64) - ref) / bound
+    assert excess.max() <= 1.0, f"seed {seed}: worst error {excess.max():.2f}x the bound"
+
+
 @pytest.mark.parametrize("group_size", [32, 64, 128, 256])
 @pytest.mark.parametrize("clip", ["mse", "rtn"])
 @pytest.mark.parametrize("kind", ["gaussian", "outliers", "zero_rows", "student_t"])
 @pytest.mark.parametrize("dtype", [BF16, np.float16, np.float32], ids=["bf16", "f16", "f32"])
 def test_quantize_gpu_equals_cpu_bit_for_bit(group_size, clip, kind, dtype):
     rng, seed = fresh_rng()
-    n = int(rng.integers(1, 3000)) | 1
-    k = group_size * int(rng.integers(1, 8192 // group_size + 1))
-    w = weights(rng, n, k, kind).astype(dtype)
+    w = awkward_weights(rng, group_size, kind, dtype)
     packed_cpu, scales_cpu = radiance.quantize_rows(w, group_size, clip)
     packed, scales = radiance.quantize_rows(to_torch(w), group_size, clip)
     assert packed.is_cuda and packed.dtype == torch.int32 and scales.dtype == torch.bfloat16
-    np.testing.assert_array_equal(to_numpy(packed), packed_cpu, err_msg=f"seed {seed}")
-    np.testing.assert_array_equal(
-        to_numpy(scales).view(np.uint16), scales_cpu.view(np.uint16), err_msg=f"seed {seed}"
-    )
+    assert_same_quantization(packed, scales, packed_cpu, scales_cpu, seed)
 
 
 def test_quantize_gpu_flags_non_finite_rows():
@@ -97,12 +99,7 @@ def test_apply_gpu_matches_float64(m, k, group_size):
     torch.cuda.synchronize()
     got = to_numpy(y).astype(np.float64)
     assert np.isfinite(got).all(), f"unwritten outputs (seed {seed})"
-    nibbles = radiance.unpack_shuffle(packed)
-    ref = apply_reference(x, nibbles, scales, group_size, bias)
-    w_hat = radiance.dequantize(packed, scales, group_size).astype(np.float64)
-    bound = 2.0**-8 * np.abs(ref) + 2e-6 * (np.abs(x.astype(np.float64)) @ np.abs(w_hat).T) + 1e-6
-    excess = np.abs(got - ref) / bound
-    assert excess.max() <= 1.0, f"seed {seed}: worst error {excess.max():.2f}x the bound"
+    assert_within_bf16_of_float64(got, x, packed, scales, group_size, bias, seed)
 
 
 @pytest.mark.parametrize("m", [1, 16, 64, 65, 200])
@@ -121,11 +118,7 @@ def test_apply_gpu_hand_made_scales_match_float64(m):
     scales = scales.astype(BF16)
     x = rng.standard_normal((m, k)).astype(BF16)
     got = to_numpy(radiance.apply(to_torch(x), to_torch(packed), to_torch(scales), group_size=group_size))
-    ref = apply_reference(x, radiance.unpack_shuffle(packed), scales, group_size, None)
-    w_hat = radiance.dequantize(packed, scales, group_size).astype(np.float64)
-    bound = 2.0**-8 * np.abs(ref) + 2e-6 * (np.abs(x.astype(np.float64)) @ np.abs(w_hat).T) + 1e-30
-    excess = np.abs(got.astype(np.float64) - ref) / bound
-    assert excess.max() <= 1.0, f"seed {seed}: worst error {excess.max():.2f}x the bound"
+    assert_within_bf16_of_float64(got, x, packed, scales, group_size, None, seed, floor=1e-30)
 
 
 def test_apply_gpu_any_m_without_bias_matches_cpu_path():
@@ -242,19 +235,14 @@ def activation_sq(rng, k, kind):
 @pytest.mark.parametrize("dtype", [BF16, np.float16, np.float32], ids=["bf16", "f16", "f32"])
 def test_quantize_act_gpu_equals_cpu_bit_for_bit(group_size, kind, stats, dtype):
     rng, seed = fresh_rng()
-    n = int(rng.integers(1, 3000)) | 1
-    k = group_size * int(rng.integers(1, 8192 // group_size + 1))
-    w = weights(rng, n, k, kind).astype(dtype)
-    a = activation_sq(rng, k, stats)
+    w = awkward_weights(rng, group_size, kind, dtype)
+    a = activation_sq(rng, w.shape[1], stats)
     packed_cpu, scales_cpu = radiance.quantize_rows(w, group_size, "act", activation_sq=a)
     # statistics as a GPU tensor on w's device, and as a NumPy array: the same result
     for a_in in (torch.from_numpy(a).to(DEV), a):
         packed, scales = radiance.quantize_rows(to_torch(w), group_size, "act", activation_sq=a_in)
         assert packed.is_cuda and scales.is_cuda
-        np.testing.assert_array_equal(to_numpy(packed), packed_cpu, err_msg=f"seed {seed}")
-        np.testing.assert_array_equal(
-            to_numpy(scales).view(np.uint16), scales_cpu.view(np.uint16), err_msg=f"seed {seed}"
-        )
+        assert_same_quantization(packed, scales, packed_cpu, scales_cpu, seed)
 
 
 @pytest.mark.parametrize("group_size", [32, 64, 128, 256])
@@ -315,6 +303,18 @@ def planner_refuses(flags):
     return Refusing()
 
 
+def apply_with_flags(flags, x, packed, scales, bias, group_size, n):
+    """radiance.apply of NumPy inputs on the GPU with the planner refusing `flags`; NumPy out."""
+    out = torch.full((x.shape[0], n), float("nan"), dtype=torch.bfloat16, device=DEV)  # poisoned
+    with planner_refuses(flags):
+        radiance.apply(
+            to_torch(x), to_torch(packed), to_torch(scales),
+            None if bias is None else to_torch(bias), group_size, out=out,
+        )
+        torch.cuda.synchronize()
+    return to_numpy(out)
+
+
 @pytest.mark.parametrize(
     "flags, m, k, group_size",
     [
@@ -336,20 +336,9 @@ def test_apply_gpu_fallback_paths_match_float64(flags, m, k, group_size):
     packed, scales = radiance.quantize_rows(w, group_size)
     x = (rng.standard_normal((m, k)) * 2).astype(BF16)
     bias = rng.standard_normal(n).astype(BF16) if m % 2 else None
-    out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device=DEV)  # poisoned
-    with planner_refuses(flags):
-        radiance.apply(
-            to_torch(x), to_torch(packed), to_torch(scales),
-            None if bias is None else to_torch(bias), group_size, out=out,
-        )
-        torch.cuda.synchronize()
-    got = to_numpy(out).astype(np.float64)
+    got = apply_with_flags(flags, x, packed, scales, bias, group_size, n).astype(np.float64)
     assert np.isfinite(got).all(), f"unwritten outputs (seed {seed})"
-    ref = apply_reference(x, radiance.unpack_shuffle(packed), scales, group_size, bias)
-    w_hat = radiance.dequantize(packed, scales, group_size).astype(np.float64)
-    bound = 2.0**-8 * np.abs(ref) + 2e-6 * (np.abs(x.astype(np.float64)) @ np.abs(w_hat).T) + 1e-6
-    excess = np.abs(got - ref) / bound
-    assert excess.max() <= 1.0, f"seed {seed}: worst error {excess.max():.2f}x the bound"
+    assert_within_bf16_of_float64(got, x, packed, scales, group_size, bias, seed)
 
 
 # The stream kernel with the activations in shared memory (hip/apply_stream.hip): the planner takes
@@ -358,17 +347,6 @@ def test_apply_gpu_fallback_paths_match_float64(flags, m, k, group_size):
 # fit, NO_SHARED_X never. k = 6400 and 8192 do not fit on an H200 (the fallback: stream or wgmma).
 NO_SHARED_X, SHARED_X = 16, 32
 SHARED_X_SHAPES = [(128, 128), (640, 128), (1152, 128), (2304, 256), (5120, 128), (6400, 128), (8192, 256)]
-
-
-def apply_with_flags(flags, x, packed, scales, bias, group_size, n):
-    out = torch.full((x.shape[0], n), float("nan"), dtype=torch.bfloat16, device=DEV)  # poisoned
-    with planner_refuses(flags):
-        radiance.apply(
-            to_torch(x), to_torch(packed), to_torch(scales),
-            None if bias is None else to_torch(bias), group_size, out=out,
-        )
-        torch.cuda.synchronize()
-    return to_numpy(out)
 
 
 @pytest.mark.parametrize("flags", [0, SHARED_X, NO_SHARED_X], ids=["auto", "forced", "never"])
@@ -387,11 +365,7 @@ def test_apply_gpu_shared_x_matches_float64(flags, m, k, group_size):
     bias = rng.standard_normal(n).astype(BF16) if (m + k // 128) % 2 else None
     got = apply_with_flags(flags, x, packed, scales, bias, group_size, n).astype(np.float64)
     assert np.isfinite(got).all(), f"unwritten outputs (seed {seed})"
-    ref = apply_reference(x, radiance.unpack_shuffle(packed), scales, group_size, bias)
-    w_hat = radiance.dequantize(packed, scales, group_size).astype(np.float64)
-    bound = 2.0**-8 * np.abs(ref) + 2e-6 * (np.abs(x.astype(np.float64)) @ np.abs(w_hat).T) + 1e-6
-    excess = np.abs(got - ref) / bound
-    assert excess.max() <= 1.0, f"seed {seed}: worst error {excess.max():.2f}x the bound"
+    assert_within_bf16_of_float64(got, x, packed, scales, group_size, bias, seed)
 
 
 @pytest.mark.parametrize("m", [1, 2, 5, 6])

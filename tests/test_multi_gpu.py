@@ -27,24 +27,11 @@ from reference import apply_reference, pack_reference, quantize_reference
 
 torch = pytest.importorskip("torch")
 from radiance import torch_ops  # noqa: E402  (needs torch: registers torch.ops.radiance)
+from torch_helpers import fresh_rng, to_numpy, to_torch  # noqa: E402  (needs torch)
 
 BF16 = ml_dtypes.bfloat16
 CALL_TIMEOUT_S = 300  # a fresh process or a thread that takes longer is hung
 
-
-def _two_gpu_skip_reason():
-    if radiance.gpu_backend() == "none":
-        return "radiance was built without a GPU backend (RADIANCE_GPU=none or no nvcc/hipcc)"
-    if not torch.cuda.is_available():
-        return "no GPU visible to torch"
-    seen = (radiance.gpu_device_count(), torch.cuda.device_count())
-    if min(seen) < 2:
-        return f"needs 2 GPUs; radiance sees {seen[0]}, torch sees {seen[1]}"
-    return None
-
-
-_SKIP = _two_gpu_skip_reason()
-needs_two_gpus = pytest.mark.skipif(_SKIP is not None, reason=_SKIP or "")
 
 # (current device, tensors' device)
 PAIRS = [pytest.param(0, 1, id="current0-tensors1"), pytest.param(1, 0, id="current1-tensors0")]
@@ -55,25 +42,6 @@ APPLY_CASES = [(1, 1152, 128), (2, 8192, 256), (5, 2944, 64), (8, 1152, 128), (8
 
 
 # --- helpers (checked on the CPU below) ---------------------------------------------------------
-
-
-def fresh_rng():
-    seed = int.from_bytes(os.urandom(4), "little")
-    return np.random.default_rng(seed), seed
-
-
-def to_torch(a, device):
-    """NumPy (bf16 included) -> torch on device."""
-    if a.dtype == BF16:
-        return torch.from_numpy(a.view(np.int16).copy()).view(torch.bfloat16).to(device)
-    return torch.from_numpy(np.ascontiguousarray(a)).to(device)
-
-
-def to_numpy(t):
-    t = t.detach().cpu()
-    if t.dtype == torch.bfloat16:
-        return t.view(torch.int16).numpy().view(BF16)
-    return t.numpy()
 
 
 def weights(rng, n, k):
@@ -148,7 +116,7 @@ def test_helpers_on_the_cpu():
 # --- quantize_rows ------------------------------------------------------------------------------
 
 
-@needs_two_gpus
+@pytest.mark.gpu(2)
 @pytest.mark.parametrize("current, target", PAIRS)
 @pytest.mark.parametrize("k, group_size, clip, dtype", [
     (1152, 128, "mse", BF16), (128, 32, "rtn", np.float32), (8192, 256, "mse", np.float16),
@@ -174,7 +142,7 @@ def test_quantize_rows_on_the_tensors_gpu(current, target, k, group_size, clip, 
 # --- apply --------------------------------------------------------------------------------------
 
 
-@needs_two_gpus
+@pytest.mark.gpu(2)
 @pytest.mark.parametrize("current, target", PAIRS)
 @pytest.mark.parametrize("m, k, group_size", APPLY_CASES)
 def test_apply_on_the_tensors_gpu(current, target, m, k, group_size):
@@ -209,7 +177,7 @@ def _late(busy, value):
     return torch.where(busy[:1, :1] == busy[:1, :1], value, value)
 
 
-@needs_two_gpus
+@pytest.mark.gpu(2)
 @pytest.mark.parametrize("current, target", PAIRS)
 def test_side_stream_of_the_tensors_gpu(current, target):
     """The tensors' GPU has a side stream current, another GPU is the current device. The inputs
@@ -256,7 +224,7 @@ def test_side_stream_of_the_tensors_gpu(current, target):
 # --- CUDA graphs --------------------------------------------------------------------------------
 
 
-@needs_two_gpus
+@pytest.mark.gpu(2)
 @pytest.mark.parametrize("current_in_capture", [1, 0], ids=["cuda1-current", "cuda0-current"])
 def test_cuda_graph_captured_on_gpu_1(current_in_capture):
     """A graph captured on a stream of cuda:1 (cuda:0 current outside; inside, cuda:1 current or
@@ -305,7 +273,7 @@ def test_cuda_graph_captured_on_gpu_1(current_in_capture):
 # --- bad input ----------------------------------------------------------------------------------
 
 
-@needs_two_gpus
+@pytest.mark.gpu(2)
 @pytest.mark.parametrize("moved, where", [("packed", "cuda:1"), ("scales", "cuda:1"),
                                           ("bias", "cuda:1"), ("out", "cuda:1"),
                                           ("packed", "cpu"), ("x", "cuda:0")])
@@ -334,7 +302,7 @@ def test_inputs_on_two_devices_are_refused(moved, where):
         assert torch.cuda.current_device() == 1
 
 
-@needs_two_gpus
+@pytest.mark.gpu(2)
 @pytest.mark.parametrize("moved", ["packed_out", "scales_out"])
 def test_quantize_outputs_on_another_gpu_are_refused(moved):
     rng, _ = fresh_rng()
@@ -408,7 +376,7 @@ def test_run_fresh_python_uses_this_radiance():
     assert run.stdout.split() == [radiance.__file__, "x"]
 
 
-@needs_two_gpus
+@pytest.mark.gpu(2)
 def test_fresh_process_first_call_on_gpu_1():
     seed = int.from_bytes(os.urandom(4), "little")
     run = run_fresh_python(_FIRST_CALL_ON_GPU_1, str(seed))
@@ -416,7 +384,7 @@ def test_fresh_process_first_call_on_gpu_1():
         f"seed {seed}, exit {run.returncode}:\n{run.stdout}\n{run.stderr[-4000:]}")
 
 
-@needs_two_gpus
+@pytest.mark.gpu(2)
 def test_two_threads_drive_two_gpus_at_once():
     """One thread per GPU, cuda:0 current in both (torch's current device is per thread): every
     quantize and apply lands on its tensors' GPU, with the same bits as on the CPU/alone."""
@@ -495,7 +463,7 @@ _NO_CONTEXT_ON_GPU_0 = textwrap.dedent("""
 """)
 
 
-@needs_two_gpus
+@pytest.mark.gpu(2)
 def test_work_on_gpu_1_makes_no_context_on_gpu_0():
     run = run_fresh_python(_NO_CONTEXT_ON_GPU_0)
     if "SKIP:" in run.stdout:

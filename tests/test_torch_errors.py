@@ -141,8 +141,6 @@ def test_x_with_an_empty_dimension(head):
 
 
 @pytest.mark.gpu
-@pytest.mark.skipif(radiance.gpu_backend() == "none" or not torch.cuda.is_available(),
-                    reason="needs a GPU build of radiance and a GPU")
 def test_on_the_gpu_overlap_negative_bit_and_version():
     gen = torch.Generator(device="cuda").manual_seed(1)
     w = torch.randn(24, 256, device="cuda", generator=gen)
