@@ -244,13 +244,13 @@ __device__ __forceinline__ float raw_amax(const Raw<DTYPE> &r, bool &nonfinite)
     }
 }
 
-/* The act weights of this thread's columns: word w's eight columns start at 8 * (w mod words_per_row), a multiple
- * of 32 bytes into a 256-byte aligned buffer, so two 16-byte loads a word (cached: every row reads them). The
- * thread's words lie in one group, so they are `stride` words apart in the row as well. */
-__device__ __forceinline__ void load_act_weights(const float *__restrict__ act_weights, int64_t word, int stride,
-                                                 int64_t words_per_row, float weight[kElems])
+/* The act weights of this thread's columns: word w's eight columns start at 8 * col_word, col_word = w mod
+ * words_per_row, a multiple of 32 bytes into a 256-byte aligned buffer, so two 16-byte loads a word (cached: every
+ * row reads them). The thread's words lie in one group, so they are `stride` words apart in the row as well. */
+__device__ __forceinline__ void load_act_weights(const float *__restrict__ act_weights, int64_t col_word, int stride,
+                                                 float weight[kElems])
 {
-    const float *row_part = act_weights + (word % words_per_row) * 8;
+    const float *row_part = act_weights + col_word * 8;
 #pragma unroll
     for (int wi = 0; wi < kWords; wi++) {
         const float *p = row_part + wi * stride * 8;
@@ -265,7 +265,8 @@ __device__ __forceinline__ void load_act_weights(const float *__restrict__ act_w
 /* Quantize this thread's words (all lanes of the warp call this together). CLIP is a radiance_clip. */
 template <int DTYPE, int GROUP, int CLIP>
 __device__ __forceinline__ void quantize_words(const Raw<DTYPE> &raw, int64_t word, bool active, int64_t words_per_row,
-                                               const float *__restrict__ act_weights, int32_t *__restrict__ packed,
+                                               int64_t col_word, const float *__restrict__ act_weights,
+                                               int32_t *__restrict__ packed,
                                                uint16_t *__restrict__ scales,
                                                unsigned long long *__restrict__ first_bad_row)
 {
@@ -285,7 +286,7 @@ __device__ __forceinline__ void quantize_words(const Raw<DTYPE> &raw, int64_t wo
     float best_sf = group_scale(amax, clip_coefficient<0>());
     if (CLIP != RADIANCE_CLIP_RTN) {
         float weight[kElems];
-        if (kWeighted) load_act_weights(act_weights, word, kLanesPerGroup, words_per_row, weight);
+        if (kWeighted) load_act_weights(act_weights, col_word, kLanesPerGroup, weight);
         float best_err = ratio_error<GROUP, 0, kExact, kWeighted>(v, weight, best_sf);
         try_ratio<GROUP, 1, kExact, kWeighted>(v, weight, amax, best_err, best_sf);
         try_ratio<GROUP, 2, kExact, kWeighted>(v, weight, amax, best_err, best_sf);
@@ -301,13 +302,25 @@ __device__ __forceinline__ void quantize_words(const Raw<DTYPE> &raw, int64_t wo
     if (threadIdx.x % kLanesPerGroup == 0) scales[word / (GROUP / 8)] = (uint16_t)(rad_float_to_bits(best_sf) >> 16);
 }
 
+/* Blocks per SM the launch bounds ask for. On AMD (gfx942) four of them cap a thread at 128 registers, AGPRs
+ * included, and act's 32 column weights push it past that into scratch; two leave it room. */
+#if defined(RAD_HIP)
+constexpr bool kAmd = true;
+#else
+constexpr bool kAmd = false;
+#endif
+constexpr int min_blocks_per_sm(int dtype, int group, int clip)
+{
+    return (dtype == RADIANCE_F32 || group < 64) ? 1 : (kAmd && clip == RADIANCE_CLIP_ACT) ? 2 : 4;
+}
+
 /*
  * Persistent: block b handles tiles b, b + grid, ... of kThreads * 2 words, the raw weights of its
  * next tile already loading while it computes the current one (the arithmetic of five clip
  * ratios is what this kernel spends its time on; the loads hide behind it).
  */
 template <int DTYPE, bool VEC, int GROUP, int CLIP>
-__global__ void __launch_bounds__(kThreads, (DTYPE != RADIANCE_F32 && GROUP >= 64) ? 4 : 1)
+__global__ void __launch_bounds__(kThreads, min_blocks_per_sm(DTYPE, GROUP, CLIP))
 quantize_kernel(const void *__restrict__ w, int64_t total_words, int64_t words_per_row, int64_t tiles,
                 const float *__restrict__ act_weights, int32_t *__restrict__ packed, uint16_t *__restrict__ scales,
                 unsigned long long *__restrict__ first_bad_row)
@@ -315,6 +328,14 @@ quantize_kernel(const void *__restrict__ w, int64_t total_words, int64_t words_p
     Raw<DTYPE> cur, next;
     int64_t tile = blockIdx.x;
     if (tile >= tiles) return;
+    /* act: the thread's first word's position in its row, word mod words_per_row, kept up to date as the tile
+     * advances by gridDim.x (first_word is linear in the tile): two 64-bit remainders per thread instead of one
+     * per tile, each a long software routine that the other clips do not pay */
+    int64_t col_word = 0, col_step = 0;
+    if (CLIP == RADIANCE_CLIP_ACT) {
+        col_word = first_word<GROUP>(tile) % words_per_row;
+        col_step = ((int64_t)gridDim.x * (kThreads * kWords)) % words_per_row;
+    }
     {
         const int64_t word = first_word<GROUP>(tile);
         if (word < total_words) {
@@ -335,9 +356,13 @@ quantize_kernel(const void *__restrict__ w, int64_t total_words, int64_t words_p
                 load_word_raw<DTYPE, VEC>(w, next_word + wi * Lanes<GROUP>::value, next.u[wi]);
         }
         if (!active) cur = Raw<DTYPE>{}; /* zeros: shuffles stay defined, nothing is stored */
-        quantize_words<DTYPE, GROUP, CLIP>(cur, word, active, words_per_row, act_weights, packed, scales,
+        quantize_words<DTYPE, GROUP, CLIP>(cur, word, active, words_per_row, col_word, act_weights, packed, scales,
                                            first_bad_row);
         cur = next;
+        if (CLIP == RADIANCE_CLIP_ACT) {
+            col_word += col_step; /* both < words_per_row, so one subtraction brings it back in range */
+            if (col_word >= words_per_row) col_word -= words_per_row;
+        }
     }
 }
 
