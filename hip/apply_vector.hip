@@ -7,7 +7,8 @@
  *  - a block stages the activations of a tile of T tokens once, as fp32, in shared memory (LDS),
  *    k in stages of at most kStageFloats / T columns so that k = 8192+ fits;
  *  - each 32 lanes (a wave32, or half a wave64) own kRows rows; a lane reads 16 bytes (4 words,
- *    32 columns) of each row per step, 32 lanes 512 contiguous bytes, the next step prefetched;
+ *    32 columns) of each row per step, 32 lanes 512 contiguous bytes, the next step's words and
+ *    their scales prefetched (a scale loaded at its use cost a memory round trip per step);
  *  - each word is decoded once into fp32 dequantized weights q * s (exact: a bf16 scale times a
  *    4-bit integer needs 12 significant bits) for all T tokens and kRows rows, so the work per
  *    weight is about 2.4 instructions of decoding shared by T tokens plus one FMA per token;
@@ -38,54 +39,111 @@ static_assert(kRows * kMaxTokens <= kLanes, "one lane writes each (row, token) s
 template <int T>
 constexpr int stage_cols() { return kStageFloats / T; }
 
-/* The activations x[t0 .. t0 + T)[col .. col + cols) as fp32 into xs (token-major, chunks of 32
- * columns padded to kChunkFloats); tokens past m read as zeros. cols is a multiple of 32. */
+/* Whether a load still in flight lets a barrier pass. NVIDIA: yes, bar.sync waits for no load
+ * (only a use of its register does), so the next step's words and a stage's activations are
+ * loaded before the barriers and travel while the block waits there. AMD: __syncthreads carries
+ * a workgroup release fence, which may wait for the wave's outstanding loads (it must where the
+ * waves of a workgroup do not share a cache: RDNA's WGP mode), so the order stays as it was
+ * (stage first, then the next words; not run on AMD hardware either way). */
+#if defined(RAD_CUDA)
+constexpr bool kLoadsOutliveBarrier = true;
+#else
+constexpr bool kLoadsOutliveBarrier = false;
+#endif
+
+/* A stage is one pass of kStageLoads 16-byte loads per thread (T * cols <= kStageFloats). */
+constexpr int kStageLoads = kStageFloats / 8 / kVecThreads;
+static_assert(kStageLoads * kVecThreads * 8 == kStageFloats, "a stage is one pass of kStageLoads loads");
+
+/* Load q of this thread of x[t0 .. t0 + T)[col .. col + cols) as bf16 (zeros past m and past
+ * the stage). 8 columns = one 16-byte load; cols is a multiple of 32. */
+template <int T>
+__device__ __forceinline__ rad_u32x4 fetch_activations(const uint16_t *__restrict__ x, int64_t m, int64_t k,
+                                                       int64_t t0, int64_t col, int cols, int q)
+{
+    const int units = cols / 8, idx = threadIdx.x + q * kVecThreads;
+    const int t = idx / units, u = idx - t * units;
+    rad_u32x4 v = {0u, 0u, 0u, 0u};
+    if (idx < T * units && t0 + t < m) v = rad_load_cached_16_now(x + (t0 + t) * k + col + 8 * u);
+    return v;
+}
+
+/* Load q of this thread, as fp32, into xs (token-major, chunks of 32 columns padded to
+ * kChunkFloats). */
+template <int T>
+__device__ __forceinline__ void store_activations(float *xs, int xstride, rad_u32x4 v, int cols, int q)
+{
+    const int units = cols / 8, idx = threadIdx.x + q * kVecThreads;
+    if (idx >= T * units) return;
+    const int t = idx / units, u = idx - t * units;
+    const uint32_t p[4] = {v.x, v.y, v.z, v.w};
+    float f[8];
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        f[2 * j] = rad_bits_to_float(p[j] << 16);
+        f[2 * j + 1] = rad_bits_to_float(p[j] & 0xffff0000u);
+    }
+    float4 *d = (float4 *)(xs + t * xstride + (u / 4) * kChunkFloats + (u % 4) * 8);
+    d[0] = make_float4(f[0], f[1], f[2], f[3]);
+    d[1] = make_float4(f[4], f[5], f[6], f[7]);
+}
+
+/* The activations x[t0 .. t0 + T)[col .. col + cols) as fp32 into xs, between two barriers (the
+ * first: every lane is done with the previous stage). Where loads outlive a barrier, all of a
+ * thread's loads are issued before the first: one trip to L2 per stage instead of one per load,
+ * made while the block waits there (ptxas sinks ld.global.nc below a bar.sync:
+ * rad_load_cached_16_now). */
 template <int T>
 __device__ __forceinline__ void stage_activations(float *xs, int xstride, const uint16_t *__restrict__ x,
                                                   int64_t m, int64_t k, int64_t t0, int64_t col, int cols)
 {
-    const int units = cols / 8; /* 8 columns = one 16-byte load of bf16 */
-    for (int idx = threadIdx.x; idx < T * units; idx += kVecThreads) {
-        const int t = idx / units, u = idx - t * units;
-        rad_u32x4 v = {0u, 0u, 0u, 0u};
-        if (t0 + t < m) v = rad_load_cached_16(x + (t0 + t) * k + col + 8 * u);
-        const uint32_t p[4] = {v.x, v.y, v.z, v.w};
-        float f[8];
+    if constexpr (kLoadsOutliveBarrier) {
+        rad_u32x4 v[kStageLoads];
 #pragma unroll
-        for (int j = 0; j < 4; j++) {
-            f[2 * j] = rad_bits_to_float(p[j] << 16);
-            f[2 * j + 1] = rad_bits_to_float(p[j] & 0xffff0000u);
-        }
-        float4 *d = (float4 *)(xs + t * xstride + (u / 4) * kChunkFloats + (u % 4) * 8);
-        d[0] = make_float4(f[0], f[1], f[2], f[3]);
-        d[1] = make_float4(f[4], f[5], f[6], f[7]);
+        for (int q = 0; q < kStageLoads; q++) v[q] = fetch_activations<T>(x, m, k, t0, col, cols, q);
+        __syncthreads();
+#pragma unroll
+        for (int q = 0; q < kStageLoads; q++) store_activations<T>(xs, xstride, v[q], cols, q);
+    } else {
+        __syncthreads();
+        for (int q = 0; q < kStageLoads; q++)
+            store_activations<T>(xs, xstride, fetch_activations<T>(x, m, k, t0, col, cols, q), cols, q);
     }
+    __syncthreads();
 }
 
-/* One step's 16 bytes of each of the lane's rows (zeros past the end of k and for rows past n:
- * the first `rows` rows exist). Rows are kw words apart from wrow. */
-__device__ __forceinline__ void load_words(rad_u32x4 (&w)[kRows], const int32_t *wrow, int64_t kw, int rows,
-                                           int c, int chunks)
+/* One step's 16 bytes of each of the lane's rows and the scales of those 32 columns (zeros past
+ * the end of k and for rows past n: the first `rows` rows exist). Rows are kw words and ng scales
+ * apart from wrow and srow. The scales travel with the words, a step ahead of their use: loaded
+ * where they are used, each step waited a memory round trip (a row's scales are 1/64 of its
+ * bytes, but a new sector nearly every step) that the prefetched words were meant to hide. */
+__device__ __forceinline__ void load_words(rad_u32x4 (&w)[kRows], uint32_t (&sc)[kRows], const int32_t *wrow,
+                                           const uint16_t *srow, int64_t kw, int64_t ng, int rows, int c,
+                                           int chunks, int group_shift)
 {
 #pragma unroll
     for (int r = 0; r < kRows; r++) {
         w[r] = rad_u32x4{0u, 0u, 0u, 0u};
-        if (c < chunks && r < rows) w[r] = rad_load_stream_16(wrow + r * kw + 4 * c);
+        sc[r] = 0u;
+        if (c < chunks && r < rows) {
+            w[r] = rad_load_stream_16(wrow + r * kw + 4 * c);
+            /* 32 columns never straddle a group */
+            sc[r] = srow[r * ng + ((32 * c) >> group_shift)];
+        }
     }
 }
 
 /* acc[r][t] += the lane's 32 columns (chunk c) of row r against token t; xl: the chunk in LDS. */
 template <int T>
 __device__ __forceinline__ void fma_chunk(float (&acc)[kRows][T], const rad_u32x4 (&w)[kRows],
-                                          const uint16_t *srow, int64_t ng, int rows, int c, int group_shift,
-                                          const float *xl, int xstride)
+                                          const uint32_t (&sc)[kRows], const float *xl, int xstride)
 {
     constexpr int kShift[8] = RAD_NIBBLE_SHIFTS;
     float s[kRows], off[kRows];
 #pragma unroll
     for (int r = 0; r < kRows; r++) {
-        /* 32 columns never straddle a group; rows past n: zero weights, never written */
-        s[r] = r < rows ? rad_bf16_to_float(srow[r * ng + ((32 * c) >> group_shift)]) : 0.0f;
+        /* rows past n: scale 0, zero weights, never written */
+        s[r] = rad_bf16_to_float(sc[r]);
         /* (b + q + 8) * s - (b + 8) * s = q * s: the product and the sum are exact (q * s and
          * (b + 8) * s need at most 13 significant bits), so the FMA's one rounding changes nothing */
         off[r] = -(float)(RAD_BYTE_FLOAT_BIAS + RAD_NIBBLE_ZERO) * s[r];
@@ -145,22 +203,29 @@ __device__ __forceinline__ void apply_vector_tiles(const uint16_t *__restrict__ 
 #pragma unroll
                 for (int t = 0; t < T; t++) acc[r][t] = 0.0f;
             rad_u32x4 cur[kRows], nxt[kRows];
-            load_words(cur, wrow, kw, rows, lane, chunks);
+            uint32_t cur_sc[kRows], nxt_sc[kRows];
+            load_words(cur, cur_sc, wrow, srow, kw, ng, rows, lane, chunks, group_shift);
             int in_stage = 0; /* columns of this stage before step j */
             for (int j = 0; j < steps; j++, in_stage += kStepCols) {
                 const int64_t col = (int64_t)j * kStepCols;
                 if (in_stage == kc) in_stage = 0;
-                if (in_stage == 0) {
-                    __syncthreads(); /* every lane is done with the previous stage */
+                /* the next step's words (NVIDIA: before a stage, their trip to memory overlapping its
+                 * barriers) */
+                const int next_c = (j + 1) * kLanes + lane, next_chunks = j + 1 < steps ? chunks : 0;
+                if (kLoadsOutliveBarrier)
+                    load_words(nxt, nxt_sc, wrow, srow, kw, ng, rows, next_c, next_chunks, group_shift);
+                if (in_stage == 0)
                     stage_activations<T>(xs, xstride, x, m, k, t0, col, (int)(k - col < kc ? k - col : kc));
-                    __syncthreads();
-                }
-                load_words(nxt, wrow, kw, rows, (j + 1) * kLanes + lane, j + 1 < steps ? chunks : 0);
+                if (!kLoadsOutliveBarrier)
+                    load_words(nxt, nxt_sc, wrow, srow, kw, ng, rows, next_c, next_chunks, group_shift);
                 const int c = j * kLanes + lane;
                 if (c < chunks)
-                    fma_chunk<T>(acc, cur, srow, ng, rows, c, group_shift, xs + (in_stage / 32 + lane) * kChunkFloats, xstride);
+                    fma_chunk<T>(acc, cur, cur_sc, xs + (in_stage / 32 + lane) * kChunkFloats, xstride);
 #pragma unroll
-                for (int r = 0; r < kRows; r++) cur[r] = nxt[r];
+                for (int r = 0; r < kRows; r++) {
+                    cur[r] = nxt[r];
+                    cur_sc[r] = nxt_sc[r];
+                }
             }
 #pragma unroll
             for (int r = 0; r < kRows; r++)

@@ -312,6 +312,20 @@ __device__ __forceinline__ rad_u32x4 rad_load_cached_16(const void *p)
     return v;
 }
 
+/* rad_load_cached_16 issued where it is written: the compiler may not sink it past a barrier that
+ * follows (ptxas moves ld.global.nc, which __restrict__ const data gets, below a bar.sync, so a
+ * load meant to travel while the block waits there is issued after it). */
+__device__ __forceinline__ rad_u32x4 rad_load_cached_16_now(const void *p)
+{
+#if defined(RAD_CUDA) && defined(__CUDA_ARCH__)
+    rad_u32x4 v;
+    asm volatile("ld.global.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p) : "memory");
+    return v;
+#else
+    return rad_load_cached_16(p);
+#endif
+}
+
 /* Lane-wise maximum of two pairs of unsigned 16-bit integers. */
 __device__ __forceinline__ uint32_t rad_max_u16x2(uint32_t a, uint32_t b)
 {
