@@ -223,7 +223,7 @@ def _shard_logits_vllm(case, shard, w, bias, xs, device, rank):
     padded = shard.rows * WORLD_SIZE
     indices = VocabParallelEmbedding._get_indices(padded, padded, case.vocab, case.vocab, rank,
                                                   WORLD_SIZE)
-    method = rv.method_class()(group_size=case.group_size, clip=case.clip)
+    method = rv.RadianceLMHeadInt4(group_size=case.group_size, clip=case.clip)
     layer = torch.nn.Module()
     with torch.device(device):
         method.create_weights(layer, case.hidden, [shard.rows], case.hidden, padded,
