@@ -20,6 +20,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .host import tensor_to_numpy
+
 FORMAT = "radiance.activation_sq"
 VERSION = "1"
 TENSOR = "activation_sq"
@@ -50,15 +52,7 @@ class Stats:
 
 def _numpy(a, name):
     if hasattr(a, "detach"):  # a torch tensor, without importing torch
-        a = a.detach().cpu()
-        if str(a.dtype) == "torch.bfloat16":
-            # The same bytes as an ml_dtypes array, so a torch head and its NumPy copy hash alike.
-            import ml_dtypes
-            import torch  # already imported: `a` is a tensor
-
-            a = a.contiguous().view(torch.int16).numpy().view(ml_dtypes.bfloat16)
-        else:
-            a = a.numpy()
+        a = tensor_to_numpy(a)  # bf16 keeps its bytes, so a torch head and its NumPy copy hash alike
     a = np.asarray(a)
     if a.dtype.kind not in "fiu" and a.dtype.name != "bfloat16":
         raise TypeError(f"{name} must be real numbers, got {a.dtype}")

@@ -16,6 +16,7 @@ import numpy as np
 
 import radiance
 from radiance import peer_formats
+from radiance.host import tensor_to_numpy
 
 
 def torch_module():
@@ -30,11 +31,7 @@ def is_torch(obj):
 def to_numpy(a):
     """A host NumPy array of ``a`` (NumPy or torch, any device); bf16 stays ml_dtypes.bfloat16."""
     if is_torch(a):
-        torch = torch_module()
-        t = a.detach().to("cpu")
-        if t.dtype == torch.bfloat16:
-            return t.contiguous().view(torch.int16).numpy().view(ml_dtypes.bfloat16)
-        return t.numpy()
+        return tensor_to_numpy(a)
     return np.asarray(a)
 
 

@@ -15,6 +15,7 @@ Which head a file belongs to (docs: README, "vLLM"):
 
 import logging
 
+from ..host import tensor_to_numpy
 from .settings import ENV_STATS
 
 logger = logging.getLogger("vllm.radiance")
@@ -77,11 +78,4 @@ def check_identity(stats, path, layer, weight):
 
 def host_array(tensor):
     """A torch tensor as a NumPy array of the same dtype and bytes (bf16 as ml_dtypes.bfloat16)."""
-    import torch
-
-    tensor = tensor.detach().to("cpu").contiguous()
-    if tensor.dtype == torch.bfloat16:
-        import ml_dtypes
-
-        return tensor.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
-    return tensor.numpy()
+    return tensor_to_numpy(tensor)
