@@ -12,7 +12,9 @@
  *     (m <= 6 or k < 2048), G >= 128
  *   m 7-8 and k >= 2048, G >= 128, sm_90a,   wgmma, 8 tokens      apply_wgmma.hip
  *     x not fitting
- *   m > 8, G >= 128, sm_90a                  wgmma, 16-128 tokens apply_wgmma.hip
+ *   m 9-32, G >= 128, sm_90a                 wgmma, 16-32 tokens  apply_wgmma.hip
+ *   m > 32, G >= 128, sm_90a                 wgmma, warp-         apply_wgmma.hip
+ *                                            specialized, 64-256
  *   m > 8 elsewhere                          tiled mma.sync       apply_mma.hip
  *
  * Where the driver refuses a tensor map the planner takes the wgmma kernel with fewer TMA copies
@@ -58,6 +60,28 @@ bool plan_wgmma(const ApplyArgs &a, int tokens, int refuse, ApplyPlan *p)
     if (tokens < 32) return false;
     p->halves = 2;
     p->copy = x_ok ? kCopyTmaX : kCopyAsync;
+    return true;
+}
+
+/* The warp-specialized wgmma kernel for `tokens` (64, 128 or 256) tokens per block with its two
+ * tensor maps (the weights' boxes are 128 rows), encoded into p; false where the driver refuses one
+ * (the caller then takes plan_wgmma, which has fallbacks that copy without TMA). */
+bool plan_wgmma_ws(const ApplyArgs &a, int tokens, int refuse, ApplyPlan *p)
+{
+    if ((refuse & (RADIANCE_GPU_TEST_REFUSE_XMAP | RADIANCE_GPU_TEST_REFUSE_WMAP)) ||
+        rad_tma_encode_2d(&p->xmap, a.x, 2, (uint64_t)a.m, (uint64_t)a.k, tokens, 64, 1) != 0 ||
+        rad_tma_encode_2d(&p->wmap, a.packed, 4, (uint64_t)a.n, (uint64_t)(a.k / 8), kWgmmaWsRows, kStepWords, 0) !=
+            0) {
+        memset(&p->xmap, 0, sizeof p->xmap);
+        memset(&p->wmap, 0, sizeof p->wmap);
+        return false;
+    }
+    p->path = ApplyPath::kWgmma;
+    p->tokens = tokens;
+    p->copy = kCopyTma;
+    p->halves = 1;
+    p->running_scale = true;
+    p->warp_specialized = true;
     return true;
 }
 
@@ -127,6 +151,9 @@ ApplyPlan make_plan(const ApplyArgs &a, int refuse)
         p.x_mode = a.m <= 2 || a.m > 6 ? kXClamp : kXSkip;
         return p;
     }
+    /* more than 32 tokens: the warp-specialized kernel with the smallest wgmma n that holds m (256
+     * beyond), where both tensor maps are granted (seventh round, docs/PERF_LOG.md) */
+    if (a.m > 32 && wgmma() && plan_wgmma_ws(a, a.m <= 64 ? 64 : a.m <= 128 ? 128 : 256, refuse, &p)) return p;
     const int tokens = a.m <= 16 ? 16 : a.m <= 32 ? 32 : a.m <= 64 ? 64 : 128;
     if (wgmma() && plan_wgmma(a, tokens, refuse, &p)) return p;
     p.path = ApplyPath::kTile;
@@ -217,7 +244,11 @@ enum {
     kStreamXs = 21,
     /* 22, 23: streamxs2, streamxs2ss2 (16 tokens, deleted: docs/PERF_LOG.md, run 31) */
     kStreamXsBal = 24,
-    kVariants = 25
+    /* 30-39: the warp-specialized wgmma kernel (docs/PERF_LOG.md, seventh round) */
+    kWgWs64 = 30,
+    kWgWs128 = 31,
+    kWgWs256 = 32,
+    kVariants = 60
 };
 
 /* The wgmma kernel with exactly this copy mode, or false where it cannot run here. */
@@ -285,6 +316,9 @@ int variant_plan(const ApplyArgs &a, int variant, ApplyPlan *p)
     case kWgQuad8: ok = variant_wgmma(a, 8, kCopyTma, 1, p); break;
     case kWgQuad16: ok = variant_wgmma(a, 16, kCopyTma, 1, p); break;
     case kWgQuad32: ok = variant_wgmma(a, 32, kCopyTma, 1, p); break;
+    case kWgWs64: ok = big_groups && wgmma_built() && plan_wgmma_ws(a, 64, 0, p); break;
+    case kWgWs128: ok = big_groups && wgmma_built() && plan_wgmma_ws(a, 128, 0, p); break;
+    case kWgWs256: ok = big_groups && wgmma_built() && plan_wgmma_ws(a, 256, 0, p); break;
     default: return RADIANCE_GPU_EINVAL;
     }
     return ok ? 0 : RADIANCE_GPU_ENOFIT;

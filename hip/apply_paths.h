@@ -64,6 +64,7 @@ enum WgmmaCopy {
 /* Shapes the plan and the kernels agree on. */
 constexpr int kStepWords = 16; /* one k step of the mma kernels: 16 packed words = 128 columns */
 constexpr int kWgmmaRows = 256; /* rows per block of the wgmma kernel */
+constexpr int kWgmmaWsRows = 128; /* rows per block of the warp-specialized wgmma kernel */
 
 struct ApplyPlan {
     ApplyPath path;
@@ -78,6 +79,9 @@ struct ApplyPlan {
      * warpgroups; 2: two, ping-pong), running scale (128 tokens) */
     int tokens, copy, halves;
     bool running_scale;
+    /* kWgmma: the warp-specialized kernel (a producer warp, 128 rows per block, 64-256 tokens,
+     * both tensor maps; the weights' map has 128-row boxes) */
+    bool warp_specialized;
     /* kStreamSharedX: steps per ring slot, warps per block, blocks (at most one per SM), dynamic
      * shared memory bytes (the rings and the activations), all from plan_stream_shared_x */
     int super_step, warps, blocks, smem;
