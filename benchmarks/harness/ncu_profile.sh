@@ -19,6 +19,8 @@ metrics=$metrics,sm__pipe_alu_cycles_active.avg.pct_of_peak_sustained_active
 metrics=$metrics,dram__throughput.avg.pct_of_peak_sustained_elapsed,dram__bytes_read.sum.per_second
 metrics=$metrics,lts__t_bytes.sum.per_second,l1tex__data_pipe_lsu_wavefronts_mem_shared.sum.pct_of_peak_sustained_elapsed
 metrics=$metrics,smsp__inst_executed.sum,gpu__time_duration.sum
+# why warps wait: every stall reason, in warps per issued instruction
+metrics=$metrics,regex:smsp__average_warps_issue_stalled_.*_per_issue_active.ratio
 timeout 500 ncu --clock-control none -k 'regex:apply|quantize' \
     --section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
     --section WarpStateStats --section SchedulerStats --section Occupancy --section LaunchStats \
@@ -27,4 +29,19 @@ timeout 500 ncu --clock-control none -k 'regex:apply|quantize' \
 echo "ncu rc=$?"; tail -5 "$OUT/ncu_run.log"
 ncu -i "$OUT/profile.ncu-rep" --print-units base >"$OUT/ncu_details.txt" 2>&1
 ncu -i "$OUT/profile.ncu-rep" --page raw --csv --metrics "$metrics" >"$OUT/ncu_metrics.csv" 2>&1
-cat "$OUT/ncu_metrics.csv" | cut -c1-600
+# one block per kernel: its name, time, tensor pipe, issue, and the stall reasons above 0.05
+python3 - "$OUT/ncu_metrics.csv" <<'PY' | tee "$OUT/ncu_summary.txt"
+import csv, sys
+rows = list(csv.reader(open(sys.argv[1])))
+head, rows = rows[0], rows[2:]
+for r in rows:
+    d = dict(zip(head, r))
+    print(d["Kernel Name"][:110])
+    for key in ("gpu__time_duration.sum", "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active",
+                "smsp__issue_active.avg.pct_of_peak_sustained_active", "dram__bytes_read.sum.per_second",
+                "lts__t_bytes.sum.per_second"):
+        print(f"    {key:75s} {d.get(key, '')}")
+    stalls = sorted(((float(v.replace(',', '')), k) for k, v in d.items()
+                     if k.startswith("smsp__average_warps_issue_stalled") and v not in ("", "n/a")), reverse=True)
+    print("    stalls per issue: " + ", ".join(f"{k[34:-27]} {v:.2f}" for v, k in stalls if v >= 0.05))
+PY
