@@ -15,6 +15,7 @@
  *   m 9-32, G >= 128, sm_90a                 wgmma, 16-32 tokens  apply_wgmma.hip
  *   m > 32, G >= 128, sm_90a                 wgmma, warp-         apply_wgmma.hip
  *                                            specialized, 64-256
+ *                                            tokens, persistent
  *   m > 8 elsewhere                          tiled mma.sync       apply_mma.hip
  *
  * Where the driver refuses a tensor map the planner takes the wgmma kernel with fewer TMA copies
@@ -63,15 +64,16 @@ bool plan_wgmma(const ApplyArgs &a, int tokens, int refuse, ApplyPlan *p)
     return true;
 }
 
-/* The warp-specialized wgmma kernel for `tokens` (64, 128 or 256) tokens per block with its two
- * tensor maps (the weights' boxes are 128 rows), encoded into p; false where the driver refuses one
- * (the caller then takes plan_wgmma, which has fallbacks that copy without TMA). */
-bool plan_wgmma_ws(const ApplyArgs &a, int tokens, int refuse, ApplyPlan *p)
+/* The warp-specialized wgmma kernel (apply_wgmma.hip) for `tokens` tokens per tile (64 to 256 in
+ * steps of 32) and cwg consumer warpgroups of 64 rows, with its two tensor maps, encoded into p;
+ * persistent: one block per SM, each looping over tiles (the kernel's shared memory leaves room
+ * for one block per SM). False where the driver refuses a map (the caller then takes plan_wgmma,
+ * whose fallbacks copy without TMA). */
+bool plan_wgmma_ws(const ApplyArgs &a, int tokens, int cwg, bool persistent, int refuse, ApplyPlan *p)
 {
     if ((refuse & (RADIANCE_GPU_TEST_REFUSE_XMAP | RADIANCE_GPU_TEST_REFUSE_WMAP)) ||
         rad_tma_encode_2d(&p->xmap, a.x, 2, (uint64_t)a.m, (uint64_t)a.k, tokens, 64, 1) != 0 ||
-        rad_tma_encode_2d(&p->wmap, a.packed, 4, (uint64_t)a.n, (uint64_t)(a.k / 8), kWgmmaWsRows, kStepWords, 0) !=
-            0) {
+        rad_tma_encode_2d(&p->wmap, a.packed, 4, (uint64_t)a.n, (uint64_t)(a.k / 8), 64 * cwg, kStepWords, 0) != 0) {
         memset(&p->xmap, 0, sizeof p->xmap);
         memset(&p->wmap, 0, sizeof p->wmap);
         return false;
@@ -82,6 +84,8 @@ bool plan_wgmma_ws(const ApplyArgs &a, int tokens, int refuse, ApplyPlan *p)
     p->halves = 1;
     p->running_scale = true;
     p->warp_specialized = true;
+    p->consumer_wgs = cwg;
+    p->blocks = persistent ? per_device_cached<rad_sm_count>() : 0;
     return true;
 }
 
@@ -153,7 +157,9 @@ ApplyPlan make_plan(const ApplyArgs &a, int refuse)
     }
     /* more than 32 tokens: the warp-specialized kernel with the smallest wgmma n that holds m (256
      * beyond), where both tensor maps are granted (seventh round, docs/PERF_LOG.md) */
-    if (a.m > 32 && wgmma() && plan_wgmma_ws(a, a.m <= 64 ? 64 : a.m <= 128 ? 128 : 256, refuse, &p)) return p;
+    if (a.m > 32 && wgmma() &&
+        plan_wgmma_ws(a, a.m >= 256 ? 256 : (int)(a.m < 64 ? 64 : (a.m + 31) / 32 * 32), 2, true, refuse, &p))
+        return p;
     const int tokens = a.m <= 16 ? 16 : a.m <= 32 ? 32 : a.m <= 64 ? 64 : 128;
     if (wgmma() && plan_wgmma(a, tokens, refuse, &p)) return p;
     p.path = ApplyPath::kTile;
@@ -244,10 +250,17 @@ enum {
     kStreamXs = 21,
     /* 22, 23: streamxs2, streamxs2ss2 (16 tokens, deleted: docs/PERF_LOG.md, run 31) */
     kStreamXsBal = 24,
-    /* 30-39: the warp-specialized wgmma kernel (docs/PERF_LOG.md, seventh round) */
+    /* 30-39: the warp-specialized wgmma kernel (docs/PERF_LOG.md, seventh round): tokens per
+     * tile, p: persistent, 3: three consumer warpgroups */
     kWgWs64 = 30,
     kWgWs128 = 31,
     kWgWs256 = 32,
+    kWgWsP64 = 33,
+    kWgWsP128 = 34,
+    kWgWsP192 = 35,
+    kWgWsP256 = 36,
+    kWgWs3P64 = 37,
+    kWgWs3P128 = 38,
     kVariants = 60
 };
 
@@ -266,6 +279,12 @@ bool variant_wgmma(const ApplyArgs &a, int tokens, int copy, int halves, ApplyPl
                                               kStepWords, 0) != 0)
         return false;
     return true;
+}
+
+/* The warp-specialized wgmma kernel with exactly this tile, or false where it cannot run here. */
+bool variant_ws(const ApplyArgs &a, int tokens, int cwg, bool persistent, ApplyPlan *p)
+{
+    return a.group >= 128 && wgmma_built() && plan_wgmma_ws(a, tokens, cwg, persistent, 0, p);
 }
 
 /* The plan of a variant: 0, RADIANCE_GPU_ENOFIT where the variant cannot run here (no mma.sync,
@@ -316,9 +335,15 @@ int variant_plan(const ApplyArgs &a, int variant, ApplyPlan *p)
     case kWgQuad8: ok = variant_wgmma(a, 8, kCopyTma, 1, p); break;
     case kWgQuad16: ok = variant_wgmma(a, 16, kCopyTma, 1, p); break;
     case kWgQuad32: ok = variant_wgmma(a, 32, kCopyTma, 1, p); break;
-    case kWgWs64: ok = big_groups && wgmma_built() && plan_wgmma_ws(a, 64, 0, p); break;
-    case kWgWs128: ok = big_groups && wgmma_built() && plan_wgmma_ws(a, 128, 0, p); break;
-    case kWgWs256: ok = big_groups && wgmma_built() && plan_wgmma_ws(a, 256, 0, p); break;
+    case kWgWs64: ok = variant_ws(a, 64, 2, false, p); break;
+    case kWgWs128: ok = variant_ws(a, 128, 2, false, p); break;
+    case kWgWs256: ok = variant_ws(a, 256, 2, false, p); break;
+    case kWgWsP64: ok = variant_ws(a, 64, 2, true, p); break;
+    case kWgWsP128: ok = variant_ws(a, 128, 2, true, p); break;
+    case kWgWsP192: ok = variant_ws(a, 192, 2, true, p); break;
+    case kWgWsP256: ok = variant_ws(a, 256, 2, true, p); break;
+    case kWgWs3P64: ok = variant_ws(a, 64, 3, true, p); break;
+    case kWgWs3P128: ok = variant_ws(a, 128, 3, true, p); break;
     default: return RADIANCE_GPU_EINVAL;
     }
     return ok ? 0 : RADIANCE_GPU_ENOFIT;

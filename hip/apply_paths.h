@@ -64,7 +64,6 @@ enum WgmmaCopy {
 /* Shapes the plan and the kernels agree on. */
 constexpr int kStepWords = 16; /* one k step of the mma kernels: 16 packed words = 128 columns */
 constexpr int kWgmmaRows = 256; /* rows per block of the wgmma kernel */
-constexpr int kWgmmaWsRows = 128; /* rows per block of the warp-specialized wgmma kernel */
 
 struct ApplyPlan {
     ApplyPath path;
@@ -79,9 +78,11 @@ struct ApplyPlan {
      * warpgroups; 2: two, ping-pong), running scale (128 tokens) */
     int tokens, copy, halves;
     bool running_scale;
-    /* kWgmma: the warp-specialized kernel (a producer warp, 128 rows per block, 64-256 tokens,
-     * both tensor maps; the weights' map has 128-row boxes) */
+    /* kWgmma: the warp-specialized kernel (a producer warpgroup and consumer_wgs consumer
+     * warpgroups of 64 rows, 64-256 tokens in steps of 32, both tensor maps, the weights' boxes
+     * 64 consumer_wgs rows); its grid is `blocks` persistent blocks (0: one tile per block) */
     bool warp_specialized;
+    int consumer_wgs;
     /* kStreamSharedX: steps per ring slot, warps per block, blocks (at most one per SM), dynamic
      * shared memory bytes (the rings and the activations), all from plan_stream_shared_x */
     int super_step, warps, blocks, smem;

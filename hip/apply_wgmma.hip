@@ -409,61 +409,67 @@ apply_wgmma_pipe_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, co
 
 /* ---------------------------------------------------------------------------------------------
  * The warp-specialized kernel (more than 32 tokens): a producer warpgroup (one thread of it, with
- * its registers given to the others by setmaxnreg) issues every TMA copy, the two consumer warpgroups only wait for full slots, dequantize, rescale and queue wgmmas.
+ * its registers given to the others by setmaxnreg) issues every TMA copy; CWG consumer
+ * warpgroups of 64 rows each only wait for full slots, dequantize, rescale and queue wgmmas.
  *
  * Why (docs/PERF_LOG.md, "Seventh round"): in apply_wgmma_pipe_kernel thread 0 of the first
  * warpgroup issues the copies and first waits for the slot's empty barrier, i.e. for the other
- * warpgroup to release it, which ties the two warpgroups to each other's pace: both prepare their
- * next fragments at the same time and the tensor pipe idles meanwhile (ncu at 256 tokens: tensor
- * pipe 63 % busy, issue 37 %, 0.51 eligible warps per scheduler). Here nobody who issues wgmmas
- * ever waits for anyone but the copies, so the warpgroups drift apart and take turns on the
- * tensor cores.
+ * warpgroup to release it, which ties the warpgroups to each other's pace. Here nobody who issues
+ * wgmmas waits for anyone but the copies, so the warpgroups drift apart and take turns on the
+ * tensor cores. With 256 tokens each weight is dequantized once (the older kernel's 128-token
+ * blocks did it twice).
  *
- * A block owns 128 rows (64 per consumer warpgroup) and TOKENS tokens (64, 128 or 256: the
- * wgmma's n); the accumulators keep the running scale of apply_wgmma_pipe_kernel (same
- * arithmetic, same flagged-row fallback). DB: two sets of A fragments, so that a warpgroup
- * builds step s + 1's while step s's wgmmas run (T <= 128; at 256 the 128 accumulators leave no
- * room, and each step's 8 wgmmas of 128 cycles are long enough for the other warpgroup's
- * preparation to hide behind). U steps per straight pipeline, drained at its end (ptxas keeps
- * wgmmas asynchronous only within one).
+ * A tile is 64 CWG rows x TOKENS tokens (the wgmma's n: 64 to 256 in steps of 32). The grid may be
+ * smaller than the tile count (persistent blocks): a block takes tiles blockIdx.x, + gridDim.x, ...
+ * and the producer runs on into the next tile's steps while the consumers finish a tile and write
+ * it out, so the ring never drains between tiles. The accumulators keep the running scale of
+ * apply_wgmma_pipe_kernel (same arithmetic, same flagged-row fallback). DB: two sets of A
+ * fragments, so that a warpgroup builds step s + 1's while step s's wgmmas run, where the
+ * registers allow. U steps per straight pipeline, drained at its end (ptxas keeps wgmmas
+ * asynchronous only within one).
  * ------------------------------------------------------------------------------------------- */
-constexpr int kWsRows = kWgmmaWsRows;
-constexpr int kWsWBytes = kWsRows * 64; /* the weights of one step: 128 rows x 16 words */
-
-template <int TOKENS>
+template <int TOKENS, int CWG>
 struct WsCfg {
-    static constexpr int stage_bytes = kWsWBytes + TOKENS * 256;
-    static constexpr int stages_fit = (227 * 1024 - 1024 - 256) / stage_bytes;
+    static constexpr int rows = 64 * CWG;
+    static constexpr int wbytes = rows * 64; /* the weights of one step: rows x 16 words */
+    static constexpr int stage_bytes = wbytes + TOKENS * 256;
+    static constexpr int extra = 16 + 4 * rows; /* the flagged-row list and its count */
+    static constexpr int stages_fit = (227 * 1024 - 1024 - extra - 16 * 8) / stage_bytes;
     static constexpr int stages = stages_fit > 8 ? 8 : stages_fit;
-    static constexpr int smem = 1024 + stages * stage_bytes + 16 * stages;
-    static constexpr bool db = TOKENS <= 128;
-    static constexpr int chunk = TOKENS <= 128 ? 4 : 1;
-    /* registers per thread after setmaxnreg: 128 x 40 + 256 x 232 = 64512 of the SM's 65536 */
-    static constexpr int producer_regs = 40, consumer_regs = 232;
+    static constexpr int smem = 1024 + stages * stage_bytes + 16 * stages + extra;
+    static constexpr int threads = 128 * (CWG + 1);
+    /* registers per thread after setmaxnreg, which ptxas also compiles each side for (the SM has
+     * 65536; launch_bounds alone would give every thread 168 or 128): 2 consumer warpgroups
+     * 2 x 128 x 232 + 128 x 40 = 64512; 3: 3 x 128 x 160 + 128 x 24 = 64512 */
+    static constexpr int consumer_regs = CWG == 2 ? 232 : 160;
+    static constexpr int producer_regs = CWG == 2 ? 40 : 24;
+    /* accumulators (TOKENS / 2) + two A-fragment sets (64) + about 40 others */
+    static constexpr bool db = TOKENS / 2 + 64 + 40 <= consumer_regs;
+    static constexpr int chunk = db ? 4 : 1;
 };
 
-template <int GROUP, int TOKENS>
-__global__ void __launch_bounds__(384, 1)
+template <int GROUP, int TOKENS, int CWG>
+__global__ void __launch_bounds__(WsCfg<TOKENS, CWG>::threads, 1)
 apply_wgmma_ws_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const int32_t *__restrict__ packed,
                       const uint16_t *__restrict__ scales, const uint16_t *__restrict__ bias, int64_t n,
-                      uint16_t *__restrict__ out, int64_t token_chunks, const RAD_GRID_CONSTANT rad_tma_desc_t xmap,
-                      const RAD_GRID_CONSTANT rad_tma_desc_t wmap)
+                      uint16_t *__restrict__ out, int64_t token_chunks, int64_t tiles,
+                      const RAD_GRID_CONSTANT rad_tma_desc_t xmap, const RAD_GRID_CONSTANT rad_tma_desc_t wmap)
 {
 #if defined(RAD_HAS_WGMMA)
     static_assert(GROUP >= 128, "one scale per row and step");
-    using Cfg = WsCfg<TOKENS>;
+    using Cfg = WsCfg<TOKENS, CWG>;
     constexpr int S = Cfg::stages;
     constexpr int NA = TOKENS / 2;
     constexpr bool DB = Cfg::db;
-    constexpr int kConsumers = 256; /* threads 0-255: two warpgroups; 256-383: the producer's */
+    constexpr int kRows = Cfg::rows;
+    constexpr int kConsumers = 128 * CWG; /* threads 0 .. 128 CWG - 1; the last warpgroup: the producer */
     extern __shared__ __align__(16) unsigned char smem_raw[];
     unsigned char *smem = smem_raw + ((1024u - ((unsigned)__cvta_generic_to_shared(smem_raw) & 1023u)) & 1023u);
     uint64_t *fullbar = (uint64_t *)(smem + S * Cfg::stage_bytes);
     uint64_t *emptybar = fullbar + S;
+    int *list = (int *)(emptybar + S); /* flagged rows of the current tile, then their count */
+    int *count = list + kRows;
     const int tid = threadIdx.x;
-    const int64_t chunk_tok = (int64_t)blockIdx.x % token_chunks;
-    const int64_t rbase = (int64_t)blockIdx.x / token_chunks * kWsRows;
-    const int64_t tok0 = chunk_tok * TOKENS;
     const int64_t kw = k / 8, ng = k / GROUP;
     const int nsteps = (int)(kw / kStepWords);
 
@@ -477,14 +483,20 @@ apply_wgmma_ws_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, cons
     if (tid >= kConsumers) { /* the producer warpgroup: one thread issues every step's three boxes */
         rad_setmaxnreg_dec<Cfg::producer_regs>();
         if (tid == kConsumers) {
-            for (int s = 0; s < nsteps; s++) {
-                if (s >= S) rad_mbarrier_wait(emptybar + s % S, (unsigned)(s / S - 1) & 1u);
-                unsigned char *st = smem + (s % S) * Cfg::stage_bytes;
-                uint64_t *bar = fullbar + s % S;
-                rad_mbarrier_arrive_expect_tx(bar, kWsWBytes + TOKENS * 256);
-                rad_tma_load_2d(st, &wmap, s * kStepWords, (int)rbase, bar);
-                rad_tma_load_2d(st + kWsWBytes, &xmap, s * 128, (int)tok0, bar);
-                rad_tma_load_2d(st + kWsWBytes + TOKENS * 128, &xmap, s * 128 + 64, (int)tok0, bar);
+            int64_t it = 0; /* steps issued by this block, over all its tiles */
+            for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+                const int rbase = (int)(tile / token_chunks * kRows);
+                const int tok0 = (int)(tile % token_chunks * TOKENS);
+                for (int s = 0; s < nsteps; s++, it++) {
+                    const int slot = (int)(it % S);
+                    if (it >= S) rad_mbarrier_wait(emptybar + slot, (unsigned)(it / S - 1) & 1u);
+                    unsigned char *st = smem + slot * Cfg::stage_bytes;
+                    uint64_t *bar = fullbar + slot;
+                    rad_mbarrier_arrive_expect_tx(bar, Cfg::stage_bytes);
+                    rad_tma_load_2d(st, &wmap, s * kStepWords, rbase, bar);
+                    rad_tma_load_2d(st + Cfg::wbytes, &xmap, s * 128, tok0, bar);
+                    rad_tma_load_2d(st + Cfg::wbytes + TOKENS * 128, &xmap, s * 128 + 64, tok0, bar);
+                }
             }
         }
         return;
@@ -495,150 +507,181 @@ apply_wgmma_ws_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, cons
     const int g = lane >> 2, t = lane & 3;
     const int shift = 4 * t;
     const int local0 = wg * 64 + warp * 16 + g; /* rows local0 (hi = 0) and local0 + 8 (hi = 1) */
-    const uint16_t *srow = scales + (rbase + local0) * ng;
-    unsigned sok = 0;
+    int64_t it0 = 0;                            /* this block's steps before the current tile */
+    for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x, it0 += nsteps) {
+        const int64_t rbase = tile / token_chunks * kRows;
+        const int64_t tok0 = tile % token_chunks * TOKENS;
+        const uint16_t *srow = scales + (rbase + local0) * ng;
+        unsigned sok = 0;
 #pragma unroll
-    for (int hi = 0; hi < 2; hi++) sok |= (rbase + local0 + 8 * hi < n ? 1u : 0u) << hi;
-    auto load_scale_bits = [&](int s, int hi) __attribute__((always_inline)) {
-        const int grp = GROUP == 256 ? s >> 1 : s;
-        return (sok >> hi) & 1u ? (uint32_t)srow[(8 * hi) * ng + grp] : 0x3f80u; /* 1.0 */
-    };
-    float acc[NA];
+        for (int hi = 0; hi < 2; hi++) sok |= (rbase + local0 + 8 * hi < n ? 1u : 0u) << hi;
+        auto load_scale_bits = [&](int s, int hi) __attribute__((always_inline)) {
+            const int grp = GROUP == 256 ? s >> 1 : s;
+            return (sok >> hi) & 1u ? (uint32_t)srow[(8 * hi) * ng + grp] : 0x3f80u; /* 1.0 */
+        };
+        float acc[NA];
 #pragma unroll
-    for (int r = 0; r < NA; r++) acc[r] = 0.0f;
-    uint32_t afr[DB ? 2 : 1][8][4];
-    float sc[2], runmax[2];
-    uint32_t snext[2];
-    unsigned bad = 0;
-#pragma unroll
-    for (int hi = 0; hi < 2; hi++) {
-        snext[hi] = load_scale_bits(0, hi);
-        sc[hi] = rad_bf16_to_float((uint16_t)snext[hi]);
-        runmax[hi] = 0.0f;
-    }
-    auto slot = [&](int s) __attribute__((always_inline)) {
-        return (const unsigned char *)(smem + (s % S) * Cfg::stage_bytes);
-    };
-    auto release = [&](int s) __attribute__((always_inline)) {
-        if (lane == 0) rad_mbarrier_arrive(emptybar + s % S);
-    };
-    auto build = [&](const unsigned char *st, uint32_t (&a)[8][4]) __attribute__((always_inline)) {
-#pragma unroll
-        for (int q = 0; q < 4; q++)
-#pragma unroll
-            for (int hi = 0; hi < 2; hi++) {
-                const uint4 v = *(const uint4 *)(st + (local0 + 8 * hi) * 64 + q * 16);
-                const uint32_t w4[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-                for (int i = 0; i < 4; i++) {
-                    const int word = 4 * q + i; /* slice word / 2, k-half word % 2 */
-                    a[word >> 1][2 * (word & 1) + hi] = dequant_pair(w4[i], shift);
-                }
-            }
-    };
-    /* the accumulators to the scale of step s (their previous group is done) */
-    auto rescale = [&](int s) __attribute__((always_inline)) {
-        float ratio[2];
+        for (int r = 0; r < NA; r++) acc[r] = 0.0f;
+        uint32_t afr[DB ? 2 : 1][8][4];
+        float sc[2], runmax[2];
+        uint32_t snext[2];
+        unsigned bad = 0;
 #pragma unroll
         for (int hi = 0; hi < 2; hi++) {
-            const uint32_t bits = snext[hi];
-            const float s_new = rad_bf16_to_float((uint16_t)bits);
-            runmax[hi] = fmaxf(runmax[hi], fabsf(s_new));
-            if (rs_scale_bad(bits, s_new, runmax[hi])) bad |= 1u << hi;
-            ratio[hi] = rs_ratio(sc[hi], s_new);
-            sc[hi] = s_new;
-            if (s + 1 < nsteps) snext[hi] = load_scale_bits(s + 1, hi);
+            snext[hi] = load_scale_bits(0, hi);
+            sc[hi] = rad_bf16_to_float((uint16_t)snext[hi]);
+            runmax[hi] = 0.0f;
         }
+        auto slot = [&](int s) __attribute__((always_inline)) {
+            return (const unsigned char *)(smem + (int)((it0 + s) % S) * Cfg::stage_bytes);
+        };
+        auto wait_full = [&](int s) __attribute__((always_inline)) {
+            rad_mbarrier_wait(fullbar + (it0 + s) % S, (unsigned)((it0 + s) / S) & 1u);
+        };
+        auto release = [&](int s) __attribute__((always_inline)) {
+            if (lane == 0) rad_mbarrier_arrive(emptybar + (it0 + s) % S);
+        };
+        auto build = [&](const unsigned char *st, uint32_t (&a)[8][4]) __attribute__((always_inline)) {
+#pragma unroll
+            for (int q = 0; q < 4; q++)
+#pragma unroll
+                for (int hi = 0; hi < 2; hi++) {
+                    const uint4 v = *(const uint4 *)(st + (local0 + 8 * hi) * 64 + q * 16);
+                    const uint32_t w4[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+                    for (int i = 0; i < 4; i++) {
+                        const int word = 4 * q + i; /* slice word / 2, k-half word % 2 */
+                        a[word >> 1][2 * (word & 1) + hi] = dequant_pair(w4[i], shift);
+                    }
+                }
+        };
+        /* the accumulators to the scale of step s (their previous group is done) */
+        auto rescale = [&](int s) __attribute__((always_inline)) {
+            float ratio[2];
+#pragma unroll
+            for (int hi = 0; hi < 2; hi++) {
+                const uint32_t bits = snext[hi];
+                const float s_new = rad_bf16_to_float((uint16_t)bits);
+                runmax[hi] = fmaxf(runmax[hi], fabsf(s_new));
+                if (rs_scale_bad(bits, s_new, runmax[hi])) bad |= 1u << hi;
+                ratio[hi] = rs_ratio(sc[hi], s_new);
+                sc[hi] = s_new;
+                if (s + 1 < nsteps) snext[hi] = load_scale_bits(s + 1, hi);
+            }
+#pragma unroll
+            for (int r = 0; r < NA; r++) {
+                acc[r] *= (r & 2) ? ratio[1] : ratio[0];
+                asm volatile("" : "+f"(acc[r]));
+            }
+        };
+        auto mma = [&](const unsigned char *st, const uint32_t (&a)[8][4]) __attribute__((always_inline)) {
+            rad_wgmma_fence();
+            const uint64_t bdesc = rad_wgmma_desc_sw128(st + Cfg::wbytes);
+#pragma unroll
+            for (int sl = 0; sl < 8; sl++)
+                rad_wgmma_rs(acc, a[sl], bdesc + (uint64_t)(((sl >> 2) * TOKENS * 128 + (sl & 3) * 32) >> 4), 1);
+            rad_wgmma_commit();
+        };
+        auto run_chunk = [&](int s0, auto u_count) __attribute__((always_inline)) {
+            constexpr int U = decltype(u_count)::value;
+#pragma unroll
+            for (int u = 0; u < U; u++) {
+                const int s = s0 + u;
+                const unsigned char *st = slot(s);
+                wait_full(s);
+                if (DB) build(st, afr[DB ? (u & 1) : 0]);
+                if (u > 0) {
+                    rad_wgmma_wait<0>();
+                    release(s - 1);
+                }
+                rescale(s);
+                if (!DB) build(st, afr[0]);
+                mma(st, afr[DB ? (u & 1) : 0]);
+            }
+            rad_wgmma_wait<0>();
+            release(s0 + U - 1);
+        };
+        constexpr int U = Cfg::chunk;
+        int s = 0;
+        for (; s + U <= nsteps; s += U) run_chunk(s, IntConstant<U>());
+        for (; s < nsteps; s++) run_chunk(s, IntConstant<1>());
+
+        const int64_t row0 = rbase + local0;
 #pragma unroll
         for (int r = 0; r < NA; r++) {
-            acc[r] *= (r & 2) ? ratio[1] : ratio[0];
-            asm volatile("" : "+f"(acc[r]));
+            const int hi = (r >> 1) & 1;
+            const int64_t row = row0 + 8 * hi;
+            const int64_t tok = tok0 + 8 * (r >> 2) + 2 * t + (r & 1);
+            if (row < n && tok < m && !((bad >> hi) & 1u)) out[tok * n + row] = out_bf16(sc[hi] * acc[r], bias, row);
         }
-    };
-    auto mma = [&](const unsigned char *st, const uint32_t (&a)[8][4]) __attribute__((always_inline)) {
-        rad_wgmma_fence();
-        const uint64_t bdesc = rad_wgmma_desc_sw128(st + kWsWBytes);
+        /* the flagged rows (never from quantize_rows) by the exact loop; the consumers meet on
+         * named barrier 1 (the producer warpgroup is elsewhere) */
+        if (tid == 0) *count = 0;
+        asm volatile("bar.sync 1, %0;" ::"n"(kConsumers) : "memory");
+        if (t == 0) {
 #pragma unroll
-        for (int sl = 0; sl < 8; sl++)
-            rad_wgmma_rs(acc, a[sl], bdesc + (uint64_t)(((sl >> 2) * TOKENS * 128 + (sl & 3) * 32) >> 4), 1);
-        rad_wgmma_commit();
-    };
-    auto run_chunk = [&](int s0, auto u_count) __attribute__((always_inline)) {
-        constexpr int U = decltype(u_count)::value;
-#pragma unroll
-        for (int u = 0; u < U; u++) {
-            const int s = s0 + u;
-            const unsigned char *st = slot(s);
-            rad_mbarrier_wait(fullbar + s % S, (unsigned)(s / S) & 1u);
-            if (DB) build(st, afr[DB ? (u & 1) : 0]);
-            if (u > 0) {
-                rad_wgmma_wait<0>();
-                release(s - 1);
-            }
-            rescale(s);
-            if (!DB) build(st, afr[0]);
-            mma(st, afr[DB ? (u & 1) : 0]);
+            for (int hi = 0; hi < 2; hi++)
+                if ((bad >> hi) & 1u) list[atomicAdd(count, 1)] = local0 + 8 * hi;
         }
-        rad_wgmma_wait<0>();
-        release(s0 + U - 1);
-    };
-    constexpr int U = Cfg::chunk;
-    int s = 0;
-    for (; s + U <= nsteps; s += U) run_chunk(s, IntConstant<U>());
-    for (; s < nsteps; s++) run_chunk(s, IntConstant<1>());
-
-    const int64_t row0 = rbase + local0;
-#pragma unroll
-    for (int r = 0; r < NA; r++) {
-        const int hi = (r >> 1) & 1;
-        const int64_t row = row0 + 8 * hi;
-        const int64_t tok = tok0 + 8 * (r >> 2) + 2 * t + (r & 1);
-        if (row < n && tok < m && !((bad >> hi) & 1u)) out[tok * n + row] = out_bf16(sc[hi] * acc[r], bias, row);
+        asm volatile("bar.sync 1, %0;" ::"n"(kConsumers) : "memory");
+        const int nbad = *count;
+        if (nbad > 0)
+            wgp_exact_rows<GROUP, TOKENS>(list, nbad, rbase, tok0, m, x, k, packed, scales, bias, n, out,
+                                          kConsumers / 32);
+        asm volatile("bar.sync 1, %0;" ::"n"(kConsumers) : "memory"); /* the list is read before the next tile */
     }
-    /* the flagged rows (never from quantize_rows), listed in shared memory, by the exact loop;
-     * the consumers meet on named barrier 1 (the producer warpgroup has left) */
-    asm volatile("bar.sync 1, %0;" ::"n"(kConsumers) : "memory");
-    int *list = (int *)smem;
-    int *count = list + kWsRows;
-    if (tid == 0) *count = 0;
-    asm volatile("bar.sync 1, %0;" ::"n"(kConsumers) : "memory");
-    if (t == 0) {
-#pragma unroll
-        for (int hi = 0; hi < 2; hi++)
-            if ((bad >> hi) & 1u) list[atomicAdd(count, 1)] = local0 + 8 * hi;
-    }
-    asm volatile("bar.sync 1, %0;" ::"n"(kConsumers) : "memory");
-    const int nbad = *count;
-    if (nbad > 0)
-        wgp_exact_rows<GROUP, TOKENS>(list, nbad, rbase, tok0, m, x, k, packed, scales, bias, n, out, kConsumers / 32);
 #endif
 }
 
-template <int GROUP, int TOKENS>
+template <int GROUP, int TOKENS, int CWG>
 rad_error_t launch_ws(const ApplyArgs &a, const ApplyPlan &p)
 {
-    const int64_t row_blocks = (a.n + kWsRows - 1) / kWsRows;
+    using Cfg = WsCfg<TOKENS, CWG>;
+    const int64_t row_blocks = (a.n + Cfg::rows - 1) / Cfg::rows;
     const int64_t chunks = (a.m + TOKENS - 1) / TOKENS;
-    const int64_t blocks = row_blocks * chunks;
-    if (blocks > 0x7fffffffLL || a.n > 0x7fffffffLL) return (rad_error_t)RADIANCE_GPU_EINVAL;
+    const int64_t tiles = row_blocks * chunks;
+    const int64_t blocks = p.blocks > 0 && p.blocks < tiles ? p.blocks : tiles;
+    if (tiles > 0x7fffffffLL || a.n > 0x7fffffffLL || a.m > 0x7fffffffLL) return (rad_error_t)RADIANCE_GPU_EINVAL;
     void (*kernel)(const uint16_t *, int64_t, int64_t, const int32_t *, const uint16_t *, const uint16_t *, int64_t,
-                   uint16_t *, int64_t, const rad_tma_desc_t, const rad_tma_desc_t) =
-        apply_wgmma_ws_kernel<GROUP, TOKENS>;
-    rad_error_t err = rad_func_set_max_dynamic_smem(kernel, WsCfg<TOKENS>::smem);
+                   uint16_t *, int64_t, int64_t, const rad_tma_desc_t, const rad_tma_desc_t) =
+        apply_wgmma_ws_kernel<GROUP, TOKENS, CWG>;
+    rad_error_t err = rad_func_set_max_dynamic_smem(kernel, Cfg::smem);
     if (err != RAD_SUCCESS) return err;
-    kernel<<<(unsigned)blocks, 384, WsCfg<TOKENS>::smem, a.stream>>>(a.x, a.m, a.k, a.packed, a.scales, a.bias, a.n,
-                                                                       a.out, chunks, p.xmap, p.wmap);
+    kernel<<<(unsigned)blocks, Cfg::threads, Cfg::smem, a.stream>>>(a.x, a.m, a.k, a.packed, a.scales, a.bias, a.n,
+                                                                    a.out, chunks, tiles, p.xmap, p.wmap);
     return rad_get_last_error();
 }
 
-template <int TOKENS>
+template <int TOKENS, int CWG>
 rad_error_t launch_ws_group(const ApplyArgs &a, const ApplyPlan &p)
 {
     switch (a.group) {
-    case 128: return launch_ws<128, TOKENS>(a, p);
-    case 256: return launch_ws<256, TOKENS>(a, p);
+    case 128: return launch_ws<128, TOKENS, CWG>(a, p);
+    case 256: return launch_ws<256, TOKENS, CWG>(a, p);
     default: return (rad_error_t)RADIANCE_GPU_EINVAL;
     }
+}
+
+rad_error_t launch_ws_tokens(const ApplyArgs &a, const ApplyPlan &p)
+{
+    if (p.consumer_wgs == 2) {
+        switch (p.tokens) {
+        case 64: return launch_ws_group<64, 2>(a, p);
+        case 96: return launch_ws_group<96, 2>(a, p);
+        case 128: return launch_ws_group<128, 2>(a, p);
+        case 160: return launch_ws_group<160, 2>(a, p);
+        case 192: return launch_ws_group<192, 2>(a, p);
+        case 224: return launch_ws_group<224, 2>(a, p);
+        case 256: return launch_ws_group<256, 2>(a, p);
+        default: return (rad_error_t)RADIANCE_GPU_EINVAL;
+        }
+    }
+#if defined(RADIANCE_KERNEL_VARIANTS)
+    /* three consumer warpgroups: 160 registers a thread hold the accumulators of 128 tokens at most */
+    if (p.consumer_wgs == 3 && p.tokens == 64) return launch_ws_group<64, 3>(a, p);
+    if (p.consumer_wgs == 3 && p.tokens == 128) return launch_ws_group<128, 3>(a, p);
+#endif
+    return (rad_error_t)RADIANCE_GPU_EINVAL;
 }
 
 template <int GROUP, int TOKENS, int COPY, bool RUNNING_SCALE, int HALVES>
@@ -686,12 +729,7 @@ rad_error_t launch_wgmma(const ApplyArgs &a, const ApplyPlan &p)
 {
     if (p.warp_specialized) {
         if (p.copy != kCopyTma) return (rad_error_t)RADIANCE_GPU_EINVAL;
-        switch (p.tokens) {
-        case 64: return launch_ws_group<64>(a, p);
-        case 128: return launch_ws_group<128>(a, p);
-        case 256: return launch_ws_group<256>(a, p);
-        default: return (rad_error_t)RADIANCE_GPU_EINVAL;
-        }
+        return launch_ws_tokens(a, p);
     }
     const bool four = p.halves == 1;
     if (p.running_scale) {
