@@ -449,7 +449,7 @@ struct WsCfg {
 };
 
 template <int GROUP, int TOKENS, int CWG>
-__global__ void __launch_bounds__(WsCfg<TOKENS, CWG>::threads, 1)
+__global__ void __launch_bounds__(128 * (CWG + 1), 1)
 apply_wgmma_ws_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const int32_t *__restrict__ packed,
                       const uint16_t *__restrict__ scales, const uint16_t *__restrict__ bias, int64_t n,
                       uint16_t *__restrict__ out, int64_t token_chunks, int64_t tiles,
