@@ -64,28 +64,49 @@ bool plan_wgmma(const ApplyArgs &a, int tokens, int refuse, ApplyPlan *p)
     return true;
 }
 
-/* The warp-specialized wgmma kernel (apply_wgmma.hip) for `tokens` tokens per tile (64 to 256 in
- * steps of 32) and cwg consumer warpgroups of 64 rows, with its two tensor maps, encoded into p;
- * persistent: one block per SM, each looping over tiles (the kernel's shared memory leaves room
- * for one block per SM). False where the driver refuses a map (the caller then takes plan_wgmma,
- * whose fallbacks copy without TMA). */
-bool plan_wgmma_ws(const ApplyArgs &a, int tokens, int cwg, bool persistent, int refuse, ApplyPlan *p)
+/* A tile of the warp-specialized wgmma kernel (apply_wgmma.hip): tokens (64 to 256 in steps of
+ * 32), consumer warpgroups of 64 rows, A-fragment sets, blocks per cluster. */
+struct WsTile {
+    int tokens, consumer_wgs, a_sets, cluster;
+};
+
+/* The library's tile for m > 32 tokens: the smallest token count in 32s that holds m (256 beyond,
+ * in chunks); three consumer warpgroups where their accumulators fit in 160 registers (64 and
+ * 128 tokens), two A-fragment sets where they fit beside the accumulators, clusters of two blocks
+ * sharing the activations. Measured on the H200 (docs/PERF_LOG.md, seventh round); the library
+ * build holds exactly these (RAD_WS_LIBRARY in apply_wgmma.hip). */
+WsTile ws_tile(int64_t m)
+{
+    const int tokens = m >= 256 ? 256 : (int)(m <= 64 ? 64 : (m + 31) / 32 * 32);
+    if (tokens == 64) return {64, 3, 2, 2};
+    if (tokens == 96) return {96, 2, 2, 2};
+    if (tokens == 128) return {128, 3, 1, 2};
+    return {tokens, 2, 1, 2};
+}
+
+/* The warp-specialized kernel with tile `w` and its two tensor maps, encoded into p; persistent:
+ * as many blocks as fit on the device at once, each looping over tiles. False where the driver
+ * refuses a map (the caller then takes plan_wgmma, whose fallbacks copy without TMA). */
+bool plan_wgmma_ws(const ApplyArgs &a, WsTile w, bool persistent, int refuse, ApplyPlan *p)
 {
     if ((refuse & (RADIANCE_GPU_TEST_REFUSE_XMAP | RADIANCE_GPU_TEST_REFUSE_WMAP)) ||
-        rad_tma_encode_2d(&p->xmap, a.x, 2, (uint64_t)a.m, (uint64_t)a.k, tokens, 64, 1) != 0 ||
-        rad_tma_encode_2d(&p->wmap, a.packed, 4, (uint64_t)a.n, (uint64_t)(a.k / 8), 64 * cwg, kStepWords, 0) != 0) {
+        rad_tma_encode_2d(&p->xmap, a.x, 2, (uint64_t)a.m, (uint64_t)a.k, w.tokens, 64, 1) != 0 ||
+        rad_tma_encode_2d(&p->wmap, a.packed, 4, (uint64_t)a.n, (uint64_t)(a.k / 8), 64 * w.consumer_wgs, kStepWords,
+                          0) != 0) {
         memset(&p->xmap, 0, sizeof p->xmap);
         memset(&p->wmap, 0, sizeof p->wmap);
         return false;
     }
     p->path = ApplyPath::kWgmma;
-    p->tokens = tokens;
+    p->tokens = w.tokens;
     p->copy = kCopyTma;
     p->halves = 1;
     p->running_scale = true;
     p->warp_specialized = true;
-    p->consumer_wgs = cwg;
-    p->blocks = persistent ? per_device_cached<rad_sm_count>() : 0;
+    p->consumer_wgs = w.consumer_wgs;
+    p->a_sets = w.a_sets;
+    p->cluster = w.cluster;
+    p->blocks = persistent ? 1 : 0;
     return true;
 }
 
@@ -157,9 +178,7 @@ ApplyPlan make_plan(const ApplyArgs &a, int refuse)
     }
     /* more than 32 tokens: the warp-specialized kernel with the smallest wgmma n that holds m (256
      * beyond), where both tensor maps are granted (seventh round, docs/PERF_LOG.md) */
-    if (a.m > 32 && wgmma() &&
-        plan_wgmma_ws(a, a.m >= 256 ? 256 : (int)(a.m < 64 ? 64 : (a.m + 31) / 32 * 32), 2, true, refuse, &p))
-        return p;
+    if (a.m > 32 && wgmma() && plan_wgmma_ws(a, ws_tile(a.m), true, refuse, &p)) return p;
     const int tokens = a.m <= 16 ? 16 : a.m <= 32 ? 32 : a.m <= 64 ? 64 : 128;
     if (wgmma() && plan_wgmma(a, tokens, refuse, &p)) return p;
     p.path = ApplyPath::kTile;
@@ -250,18 +269,28 @@ enum {
     kStreamXs = 21,
     /* 22, 23: streamxs2, streamxs2ss2 (16 tokens, deleted: docs/PERF_LOG.md, run 31) */
     kStreamXsBal = 24,
-    /* 30-39: the warp-specialized wgmma kernel (docs/PERF_LOG.md, seventh round): tokens per
-     * tile, p: persistent, 3: three consumer warpgroups */
-    kWgWs64 = 30,
-    kWgWs128 = 31,
-    kWgWs256 = 32,
-    kWgWsP64 = 33,
-    kWgWsP128 = 34,
-    kWgWsP192 = 35,
-    kWgWsP256 = 36,
-    kWgWs3P64 = 37,
-    kWgWs3P128 = 38,
-    kVariants = 60
+    /* 30-39, 60-67: the warp-specialized wgmma kernel (docs/PERF_LOG.md, seventh round), named
+     * ws<consumer warpgroups><s: one A-fragment set, d: two><tokens>c<cluster>; all persistent */
+    kWs3d64c2 = 30,
+    kWs2d96c2 = 31,
+    kWs3s128c2 = 32,
+    kWs2s160c2 = 33,
+    kWs2s192c2 = 34,
+    kWs2s224c2 = 35,
+    kWs2s256c2 = 36,
+    kWs2d64c1 = 37,
+    kWs2d64c2 = 38,
+    kWs3d64c1 = 39,
+    /* 40-49: stream-kernel variants, 50-59: vector-kernel variants */
+    kWs2d128c1 = 60,
+    kWs2d128c2 = 61,
+    kWs2s128c2 = 62,
+    kWs3s128c1 = 63,
+    kWs3s160c2 = 64,
+    kWs2d192c2 = 65,
+    kWs2s256c1 = 66,
+    kWs2d256c2 = 67,
+    kVariants = 70
 };
 
 /* The wgmma kernel with exactly this copy mode, or false where it cannot run here. */
@@ -281,10 +310,11 @@ bool variant_wgmma(const ApplyArgs &a, int tokens, int copy, int halves, ApplyPl
     return true;
 }
 
-/* The warp-specialized wgmma kernel with exactly this tile, or false where it cannot run here. */
-bool variant_ws(const ApplyArgs &a, int tokens, int cwg, bool persistent, ApplyPlan *p)
+/* The warp-specialized wgmma kernel with exactly this tile (persistent), or false where it cannot
+ * run here. */
+bool variant_ws(const ApplyArgs &a, WsTile w, ApplyPlan *p)
 {
-    return a.group >= 128 && wgmma_built() && plan_wgmma_ws(a, tokens, cwg, persistent, 0, p);
+    return a.group >= 128 && wgmma_built() && plan_wgmma_ws(a, w, true, 0, p);
 }
 
 /* The plan of a variant: 0, RADIANCE_GPU_ENOFIT where the variant cannot run here (no mma.sync,
@@ -335,15 +365,24 @@ int variant_plan(const ApplyArgs &a, int variant, ApplyPlan *p)
     case kWgQuad8: ok = variant_wgmma(a, 8, kCopyTma, 1, p); break;
     case kWgQuad16: ok = variant_wgmma(a, 16, kCopyTma, 1, p); break;
     case kWgQuad32: ok = variant_wgmma(a, 32, kCopyTma, 1, p); break;
-    case kWgWs64: ok = variant_ws(a, 64, 2, false, p); break;
-    case kWgWs128: ok = variant_ws(a, 128, 2, false, p); break;
-    case kWgWs256: ok = variant_ws(a, 256, 2, false, p); break;
-    case kWgWsP64: ok = variant_ws(a, 64, 2, true, p); break;
-    case kWgWsP128: ok = variant_ws(a, 128, 2, true, p); break;
-    case kWgWsP192: ok = variant_ws(a, 192, 2, true, p); break;
-    case kWgWsP256: ok = variant_ws(a, 256, 2, true, p); break;
-    case kWgWs3P64: ok = variant_ws(a, 64, 3, true, p); break;
-    case kWgWs3P128: ok = variant_ws(a, 128, 3, true, p); break;
+    case kWs3d64c2: ok = variant_ws(a, {64, 3, 2, 2}, p); break;
+    case kWs2d96c2: ok = variant_ws(a, {96, 2, 2, 2}, p); break;
+    case kWs3s128c2: ok = variant_ws(a, {128, 3, 1, 2}, p); break;
+    case kWs2s160c2: ok = variant_ws(a, {160, 2, 1, 2}, p); break;
+    case kWs2s192c2: ok = variant_ws(a, {192, 2, 1, 2}, p); break;
+    case kWs2s224c2: ok = variant_ws(a, {224, 2, 1, 2}, p); break;
+    case kWs2s256c2: ok = variant_ws(a, {256, 2, 1, 2}, p); break;
+    case kWs2d64c1: ok = variant_ws(a, {64, 2, 2, 1}, p); break;
+    case kWs2d64c2: ok = variant_ws(a, {64, 2, 2, 2}, p); break;
+    case kWs3d64c1: ok = variant_ws(a, {64, 3, 2, 1}, p); break;
+    case kWs2d128c1: ok = variant_ws(a, {128, 2, 2, 1}, p); break;
+    case kWs2d128c2: ok = variant_ws(a, {128, 2, 2, 2}, p); break;
+    case kWs2s128c2: ok = variant_ws(a, {128, 2, 1, 2}, p); break;
+    case kWs3s128c1: ok = variant_ws(a, {128, 3, 1, 1}, p); break;
+    case kWs3s160c2: ok = variant_ws(a, {160, 3, 1, 2}, p); break;
+    case kWs2d192c2: ok = variant_ws(a, {192, 2, 2, 2}, p); break;
+    case kWs2s256c1: ok = variant_ws(a, {256, 2, 1, 1}, p); break;
+    case kWs2d256c2: ok = variant_ws(a, {256, 2, 2, 2}, p); break;
     default: return RADIANCE_GPU_EINVAL;
     }
     return ok ? 0 : RADIANCE_GPU_ENOFIT;

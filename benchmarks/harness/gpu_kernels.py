@@ -45,8 +45,7 @@ VARIANTS = {"auto": 0, "vector": 1, "mma1x1": 2, "tile2x2": 3, "tile2x4": 4, "ti
             "streamM2": 7, "wgmma32": 8, "wgmma64": 9, "wgtma32": 10, "wgtma64": 11, "wgrs128": 12,
             "wgpipe32": 13, "wgpipe64": 14, "wgpipers128": 15, "wgpipe16": 16, "wgquad8": 17, "wgquad16": 18,
             "wgquad32": 19, "streamskipx": 20, "streamxs": 21, "streamxsbal": 24,
-            "wgws64": 30, "wgws128": 31, "wgws256": 32,
-            "wgwsp64": 33, "wgwsp128": 34, "wgwsp192": 35, "wgwsp256": 36, "wgws3p64": 37, "wgws3p128": 38}
+            "ws3d64c2": 30, "ws2d96c2": 31, "ws3s128c2": 32, "ws2s160c2": 33, "ws2s192c2": 34, "ws2s224c2": 35, "ws2s256c2": 36, "ws2d64c1": 37, "ws2d64c2": 38, "ws3d64c1": 39, "ws2d128c1": 60, "ws2d128c2": 61, "ws2s128c2": 62, "ws3s128c1": 63, "ws3s160c2": 64, "ws2d192c2": 65, "ws2s256c1": 66, "ws2d256c2": 67}
 # which variants the timing mode tries per m on the first head (the others get "auto" only)
 TIME_VARIANTS = {
     1: "auto,stream,streamxs",
@@ -55,14 +54,14 @@ TIME_VARIANTS = {
     12: "auto,wgquad16",
     16: "auto,wgquad16,wgpipe16",
     32: "auto,wgpipe32",
-    48: "auto,wgws64,wgws3p64",
-    64: "auto,wgtma64,wgws64,wgwsp64,wgws3p64",
-    96: "auto,wgws128,wgws3p128",
-    128: "auto,wgpipers128,wgws128,wgwsp128,wgws3p128",
-    160: "auto,wgwsp192,wgwsp256",
-    192: "auto,wgwsp192,wgwsp256",
-    224: "auto,wgwsp256",
-    256: "auto,wgpipers128,wgws256,wgwsp256",
+    48: "auto,ws2d64c2",
+    64: "auto,wgtma64,ws2d64c1,ws2d64c2,ws3d64c1",
+    96: "auto,ws2d128c2",
+    128: "auto,wgpipers128,ws2d128c1,ws2d128c2,ws2s128c2,ws3s128c1",
+    160: "auto,ws3s160c2,ws2d192c2",
+    192: "auto,ws2d192c2",
+    224: "auto,ws2s256c2",
+    256: "auto,wgpipers128,ws2s256c1,ws2d256c2",
 }
 
 
