@@ -217,7 +217,9 @@ enum {
     kStreamXs = 21,
     /* 22, 23: streamxs2, streamxs2ss2 (16 tokens, deleted: docs/PERF_LOG.md, run 31) */
     kStreamXsBal = 24,
-    kVariants = 25
+    /* 40-49: the stream kernel's 9-16-token and M = 1 experiments (issue 14, 2026-12-01) */
+    kStreamSplitK = 40,
+    kVariants = 60
 };
 
 /* The wgmma kernel with exactly this copy mode, or false where it cannot run here. */
@@ -272,6 +274,10 @@ int variant_plan(const ApplyArgs &a, int variant, ApplyPlan *p)
         /* at least 8 warps beside the activations (16 for the library's plan, make_plan); Bal:
          * 12 to 16 warps, as many as split the head's 16-row units evenly over the grid */
         ok = big_groups && plan_stream_shared_x(a, 1, 4, variant == kStreamXsBal ? 12 : 8, variant == kStreamXsBal, p);
+        break;
+    case kStreamSplitK:
+        /* 9-16 tokens (any m <= 16 runs), k halved over a cluster pair; at least 8 warps per block */
+        ok = big_groups && plan_stream_split_k(a, 8, p);
         break;
     case kWgmma32: ok = variant_wgmma(a, 32, kCopyAsync, 2, p); break;
     case kWgmma64: ok = variant_wgmma(a, 64, kCopyAsync, 2, p); break;

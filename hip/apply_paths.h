@@ -81,6 +81,8 @@ struct ApplyPlan {
     /* kStreamSharedX: steps per ring slot, warps per block, blocks (at most one per SM), dynamic
      * shared memory bytes (the rings and the activations), all from plan_stream_shared_x */
     int super_step, warps, blocks, smem;
+    /* kStreamSharedX: 2 where k is split over a cluster pair of blocks (plan_stream_split_k), else 0 */
+    int k_parts;
     /* kWgmma with copy kCopyTmaX (xmap) or kCopyTma (both), encoded by the planner */
     rad_tma_desc_t xmap, wmap;
 };
@@ -102,6 +104,14 @@ rad_error_t launch_stream_shared_x(const ApplyArgs &a, const ApplyPlan &p);
  * so that the 16-row units of the head split evenly over the grid (else as many as fit, to 16). */
 bool plan_stream_shared_x(const ApplyArgs &a, int token_tiles, int super_step, int min_warps, bool balance,
                           ApplyPlan *p);
+
+/* kStreamSharedX for 9-16 tokens (m <= 16) with k split over a cluster of two blocks, one per SM
+ * (apply_stream.hip, apply_stream_split_k_kernel): fills p and returns true where the GPU has
+ * clusters (sm_90), k % (2 group) == 0 (whole steps and groups per half), and all 16 tokens'
+ * activations over half of k (16 k bytes) fit in the opt-in shared memory per block beside at least
+ * min_warps warps' rings and exchange slots; false (p untouched) elsewhere, and in builds without
+ * the kernel (so far only the benchmark build holds it). Not called by make_plan yet. */
+bool plan_stream_split_k(const ApplyArgs &a, int min_warps, ApplyPlan *p);
 
 /* Whether this build holds the wgmma kernel for the current device (an sm_90a binary on an sm_90
  * GPU), looked up once per device. */

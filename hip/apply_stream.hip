@@ -27,7 +27,12 @@
 #include "apply_common.h"
 #include "apply_paths.h"
 #include "ptx_sm80.h"
+#include "ptx_sm90.h"
 #include "runtime.h"
+
+#if defined(RAD_CUDA)
+#include <string.h>
+#endif
 
 namespace radiance {
 namespace {
@@ -41,14 +46,19 @@ struct StreamSmem {
 
 /* The rows row0 .. row0 + 16 ROW_TILES - 1 (those below n) of a stream warp, for the tokens tok0 ..
  * tok0 + 8 TOKEN_TILES - 1 (those below m), through this warp's ring. X_MODE kXShared: xs is the block's
- * copy of the activations of these tokens (16 k bytes per 8 tokens). */
-template <int GROUP, int ROW_TILES, int TOKEN_TILES, int SUPER_STEPS, int RING_SLOTS, int X_MODE>
+ * copy of the activations of these tokens (16 k bytes per 8 tokens). K_PART (kXShared only): only the
+ * ksteps 128-column steps from step step0 on (xs holds just those columns, 2048 ksteps bytes per 8
+ * tokens), and the fp32 sums go to partial[(mt * TOKEN_TILES + nt) * 4 + c] instead of the output
+ * (apply_stream_split_k_kernel adds the two halves of k). */
+template <int GROUP, int ROW_TILES, int TOKEN_TILES, int SUPER_STEPS, int RING_SLOTS, int X_MODE,
+          bool K_PART = false>
 __device__ __forceinline__ void stream_warp_rows(const uint16_t *__restrict__ x, int64_t m, int64_t k,
                                                  const int32_t *__restrict__ packed,
                                                  const uint16_t *__restrict__ scales,
                                                  const uint16_t *__restrict__ bias, int64_t n,
                                                  uint16_t *__restrict__ out, int64_t row0, int64_t tok0,
-                                                 unsigned char *ring, const unsigned char *xs)
+                                                 unsigned char *ring, const unsigned char *xs, int step0 = 0,
+                                                 int ksteps = 0, float *partial = nullptr)
 {
 #if defined(RAD_HAS_MMA_BF16)
     static_assert(GROUP >= 128, "one scale per row and step");
@@ -59,10 +69,11 @@ __device__ __forceinline__ void stream_warp_rows(const uint16_t *__restrict__ x,
     constexpr int kLanesPerRow = 4 * SUPER_STEPS;               /* 16-byte pieces per visit */
     constexpr int kCopies = kRowsW * kLanesPerRow / 32; /* per lane and super-step */
     constexpr bool XS = X_MODE == kXShared;
+    static_assert(!K_PART || XS, "a part of k reads its columns from the block's shared copy");
     const int lane = threadIdx.x & 31;
     const int g = lane >> 2, t = lane & 3;
     const int64_t kw = k / 8, ng = k / GROUP;
-    const int nsteps = (int)(kw / kStepWords);
+    const int nsteps = K_PART ? ksteps : (int)(kw / kStepWords);
     const int nsuper = (nsteps + SUPER_STEPS - 1) / SUPER_STEPS;
 
     /* copies: piece c = lane % kLanesPerRow (step c / 4 of the super-step) of rows
@@ -74,7 +85,8 @@ __device__ __forceinline__ void stream_warp_rows(const uint16_t *__restrict__ x,
     const int cpiece = lane % kLanesPerRow, crow = lane / kLanesPerRow;
     const bool all_rows = row0 + kRowsW <= n;
     const int rows_left = (int)(all_rows ? kRowsW : n - row0) - crow; /* copy i: a row if kRowStep i < */
-    const unsigned char *csrc = (const unsigned char *)(packed + (row0 + crow) * kw + 4 * cpiece);
+    const unsigned char *csrc =
+        (const unsigned char *)(packed + (row0 + crow) * kw + 4 * cpiece + (K_PART ? step0 * kStepWords : 0));
     const int64_t cstride = (int64_t)kRowStep * kw * 4; /* bytes between a lane's copies */
     const int cdst = crow * kRowBytes + ((cpiece ^ ((crow & 1) << 2)) << 4);
     const unsigned ring_s = (unsigned)__cvta_generic_to_shared(ring);
@@ -105,7 +117,7 @@ __device__ __forceinline__ void stream_warp_rows(const uint16_t *__restrict__ x,
         for (int hi = 0; hi < 2; hi++) {
             int64_t row = row0 + 16 * mt + g + 8 * hi;
             row = row < n ? row : n - 1;
-            srow[mt][hi] = scales + row * ng;
+            srow[mt][hi] = scales + row * ng + (K_PART ? (GROUP == 256 ? step0 >> 1 : step0) : 0);
         }
     uint32_t scur[SUPER_STEPS][ROW_TILES], snext[SUPER_STEPS][ROW_TILES];
     auto load_scales = [&](uint32_t (&dst)[SUPER_STEPS][ROW_TILES], int j) __attribute__((always_inline)) {
@@ -253,16 +265,25 @@ __device__ __forceinline__ void stream_warp_rows(const uint16_t *__restrict__ x,
     }
     rad_cp_async_wait<0>();
 
+    if (K_PART) {
 #pragma unroll
-    for (int mt = 0; mt < ROW_TILES; mt++)
+        for (int mt = 0; mt < ROW_TILES; mt++)
 #pragma unroll
-        for (int nt = 0; nt < TOKEN_TILES; nt++)
+            for (int nt = 0; nt < TOKEN_TILES; nt++)
 #pragma unroll
-            for (int c = 0; c < 4; c++) {
-                const int64_t row = row0 + 16 * mt + g + 8 * (c >> 1);
-                const int64_t tok = tok0 + 8 * nt + 2 * t + (c & 1);
-                if (row < n && tok < m) out[tok * n + row] = out_bf16(total[mt][nt][c], bias, row);
-            }
+                for (int c = 0; c < 4; c++) partial[(mt * TOKEN_TILES + nt) * 4 + c] = total[mt][nt][c];
+    } else {
+#pragma unroll
+        for (int mt = 0; mt < ROW_TILES; mt++)
+#pragma unroll
+            for (int nt = 0; nt < TOKEN_TILES; nt++)
+#pragma unroll
+                for (int c = 0; c < 4; c++) {
+                    const int64_t row = row0 + 16 * mt + g + 8 * (c >> 1);
+                    const int64_t tok = tok0 + 8 * nt + 2 * t + (c & 1);
+                    if (row < n && tok < m) out[tok * n + row] = out_bf16(total[mt][nt][c], bias, row);
+                }
+    }
 #endif
 }
 
@@ -382,6 +403,158 @@ rad_error_t launch_stream_xs(const ApplyArgs &a, const ApplyPlan &p)
     return rad_get_last_error();
 }
 
+
+/* 9-16 tokens, k split over a cluster of two blocks (path kStreamSharedX with k_parts 2; benchmark
+ * build only until measured: docs/PERF_LOG.md, "9-16 tokens by split k"). 16 tokens' activations
+ * over all of k (32 k bytes, 160 KiB at k = 5120) leave room for 8 warps' rings per SM; over half
+ * of k they take 80 KiB, and 16 warps with 256-byte visits fit beside them as in
+ * apply_stream_xs_kernel. So block r of the pair copies all 16 tokens (two 8-token tiles, the
+ * layout of apply_stream_xs_kernel over its columns only) of columns [r k / 2, (r + 1) k / 2) and
+ * runs the same 16-row units as the other block, over its half of each row. The halves' fp32 sums
+ * of a unit meet once: each lane of block 1 stores its 8 sums into block 0's shared memory (a
+ * 1 KiB slot per warp) and arrives on that warp's `full` barrier there; block 0 waits, adds (its
+ * half + block 1's, always in that order, so the output does not depend on timing), arrives on
+ * block 1's `empty` barrier of the warp (the slot may be refilled) and writes the bf16 output.
+ * Units go to clusters as to blocks in apply_stream_xs_kernel: both blocks of a pair walk the same
+ * units, so each warp's partner is the warp of the same index. Both blocks stay until the other has
+ * done its last access to their shared memory (the closing cluster barrier). Needs k % (2 GROUP) ==
+ * 0: each half holds whole steps and whole groups (plan_stream_split_k). */
+#if defined(RAD_CUDA) && defined(RADIANCE_KERNEL_VARIANTS)
+constexpr int kSplitKTokenTiles = 2;
+constexpr int kSplitKSlot = 32 * kSplitKTokenTiles * 4 * 4; /* per warp: a lane's fp32 sums, 2 tiles x 4 */
+constexpr int kSplitKBars = 2 * 8;                          /* per warp: full and empty mbarriers */
+
+template <int GROUP>
+__global__ void __launch_bounds__(kStreamXsMaxWarps * 32, 1)
+apply_stream_split_k_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const int32_t *__restrict__ packed,
+                            const uint16_t *__restrict__ scales, const uint16_t *__restrict__ bias, int64_t n,
+                            uint16_t *__restrict__ out)
+{
+#if defined(RAD_HAS_MMA_BF16) && defined(RAD_HAS_CLUSTER)
+    constexpr int kSuper = 4, kSlots = kStreamXsRingSlots, kTiles = kSplitKTokenTiles;
+    extern __shared__ __align__(16) unsigned char smem[];
+    const int warps = (int)(blockDim.x >> 5), warp = (int)(threadIdx.x >> 5), lane = (int)(threadIdx.x & 31);
+    const unsigned rank = rad_cluster_ctarank();
+    const int ksteps = (int)(k >> 8); /* steps per half: k / 128 / 2 */
+    const int step0 = (int)rank * ksteps;
+    const int pieces = ksteps * 128; /* 16-byte pieces per 8-token tile of this half */
+    unsigned char *xs = smem + warps * (kSlots * StreamSmem<1, kSuper>::slot);
+    unsigned char *slots = xs + kTiles * pieces * 16;
+    unsigned char *bars = slots + warps * kSplitKSlot;
+    for (int q = (int)threadIdx.x; q < kTiles * pieces; q += (int)blockDim.x) {
+        const int nt = q / pieces, r = q % pieces; /* r = (4 s + i) * 32 + L, s counted from step0 */
+        const int l = r & 31, i = (r >> 5) & 3, s = r >> 7;
+        const int64_t tok = 8 * nt + (l >> 2);
+        const bool ok = tok < m;
+        const int64_t col = 128 * (int64_t)(step0 + s) + 32 * (l & 3) + 8 * i;
+        rad_cp_async_16(xs + 16 * q, ok ? (const void *)(x + tok * k + col) : x, ok);
+    }
+    rad_cp_async_commit();
+    const unsigned bars_s = (unsigned)__cvta_generic_to_shared(bars);
+    if ((int)threadIdx.x < warps) {
+        rad_cluster_mbarrier_init(bars_s + kSplitKBars * threadIdx.x, 32);     /* full: block 1's 32 lanes */
+        rad_cluster_mbarrier_init(bars_s + kSplitKBars * threadIdx.x + 8, 32); /* empty: block 0's 32 lanes */
+        rad_cluster_fence_mbarrier_init();
+    }
+    rad_cp_async_wait<0>();
+    rad_cluster_sync(); /* the copy complete, the barriers of both blocks initialized */
+    const unsigned full = bars_s + kSplitKBars * warp, empty = full + 8;
+    const unsigned my_slot = (unsigned)__cvta_generic_to_shared(slots + warp * kSplitKSlot + lane * 32);
+    const unsigned peer_slot = rad_cluster_map(my_slot, 0), peer_full = rad_cluster_map(full, 0);
+    const unsigned peer_empty = rad_cluster_map(empty, 1);
+    const int g = lane >> 2, t = lane & 3;
+    const int64_t units = (n + 15) / 16;
+    unsigned char *ring = smem + warp * (kSlots * StreamSmem<1, kSuper>::slot);
+    const int64_t cluster = (int64_t)(blockIdx.x >> 1), clusters = (int64_t)(gridDim.x >> 1);
+    unsigned it = 0;
+    for (int64_t u = cluster * warps + warp; u < units; u += clusters * warps, it++) {
+        __syncwarp(); /* every lane is done with the ring (the last unit's reads) before it refills */
+        float part[kTiles * 4];
+        stream_warp_rows<GROUP, 1, kTiles, kSuper, kSlots, kXShared, true>(x, m, k, packed, scales, bias, n, out,
+                                                                          u * 16, 0, ring, xs, step0, ksteps, part);
+        if (rank == 1) {
+            if (it > 0) rad_cluster_mbarrier_wait(empty, (it - 1) & 1); /* block 0 has read the last unit's */
+            rad_cluster_store_16(peer_slot, part[0], part[1], part[2], part[3]);
+            rad_cluster_store_16(peer_slot + 16, part[4], part[5], part[6], part[7]);
+            rad_cluster_mbarrier_arrive_remote(peer_full);
+        } else {
+            rad_cluster_mbarrier_wait(full, it & 1);
+            const float4 lo = *(const float4 *)(slots + warp * kSplitKSlot + lane * 32);
+            const float4 hi = *(const float4 *)(slots + warp * kSplitKSlot + lane * 32 + 16);
+            rad_cluster_mbarrier_arrive_remote(peer_empty);
+            const float other[kTiles * 4] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+#pragma unroll
+            for (int nt = 0; nt < kTiles; nt++)
+#pragma unroll
+                for (int c = 0; c < 4; c++) {
+                    const int64_t row = u * 16 + g + 8 * (c >> 1);
+                    const int64_t tok = 8 * nt + 2 * t + (c & 1);
+                    if (row < n && tok < m) out[tok * n + row] = out_bf16(part[nt * 4 + c] + other[nt * 4 + c], bias, row);
+                }
+        }
+    }
+    rad_cluster_sync(); /* the other block's last arrival on this block's barriers has landed */
+#endif
+}
+
+/* Clusters of two blocks of apply_stream_split_k_kernel that the device runs at once (one block
+ * per SM; an SM left over in a GPC with an odd count stays idle), 0 where it cannot say. Looked up
+ * with the kernel at the opt-in shared memory: any size the planner allows (over half of it)
+ * leaves one block per SM. */
+int split_k_max_clusters(void)
+{
+    const int optin = rad_smem_optin();
+    if (optin <= 0 || rad_func_set_max_dynamic_smem(apply_stream_split_k_kernel<128>, optin) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    cudaLaunchConfig_t cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = 2;
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = 1;
+    cfg.gridDim = dim3(2);
+    cfg.blockDim = dim3(kStreamXsMaxWarps * 32);
+    cfg.dynamicSmemBytes = (size_t)optin;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    int clusters = 0;
+    if (cudaOccupancyMaxActiveClusters(&clusters, apply_stream_split_k_kernel<128>, &cfg) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    return clusters;
+}
+
+rad_error_t launch_stream_split_k(const ApplyArgs &a, const ApplyPlan &p)
+{
+    void (*kernel)(const uint16_t *, int64_t, int64_t, const int32_t *, const uint16_t *, const uint16_t *, int64_t,
+                   uint16_t *) = nullptr;
+    if (a.group == 128) kernel = apply_stream_split_k_kernel<128>;
+    if (a.group == 256) kernel = apply_stream_split_k_kernel<256>;
+    if (kernel == nullptr || p.blocks < 2 || p.blocks % 2 != 0 || a.k % (2 * a.group) != 0)
+        return (rad_error_t)RADIANCE_GPU_EINVAL;
+    rad_error_t err = rad_func_set_max_dynamic_smem(kernel, p.smem);
+    if (err != RAD_SUCCESS) return err;
+    cudaLaunchConfig_t cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = 2;
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = 1;
+    cfg.gridDim = dim3((unsigned)p.blocks);
+    cfg.blockDim = dim3((unsigned)(p.warps * 32));
+    cfg.dynamicSmemBytes = (size_t)p.smem;
+    cfg.stream = a.stream;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    return cudaLaunchKernelEx(&cfg, kernel, a.x, a.m, a.k, a.packed, a.scales, a.bias, a.n, a.out);
+}
+#endif /* RAD_CUDA && RADIANCE_KERNEL_VARIANTS */
+
 } // namespace
 
 bool plan_stream_shared_x(const ApplyArgs &a, int token_tiles, int super_step, int min_warps, bool balance,
@@ -418,10 +591,50 @@ bool plan_stream_shared_x(const ApplyArgs &a, int token_tiles, int super_step, i
     return true;
 }
 
+
+bool plan_stream_split_k(const ApplyArgs &a, int min_warps, ApplyPlan *p)
+{
+#if defined(RAD_CUDA) && defined(RADIANCE_KERNEL_VARIANTS)
+    if (a.m > 8 * kSplitKTokenTiles || (a.group != 128 && a.group != 256) || a.k % (2 * a.group) != 0) return false;
+    if (per_device_cached<rad_device_sm>() < 90) return false; /* clusters */
+    const int64_t per_warp = (int64_t)kStreamXsRingSlots * StreamSmem<1, 4>::slot + kSplitKSlot + kSplitKBars;
+    const int64_t xbytes = (int64_t)kSplitKTokenTiles * 16 * (a.k / 2); /* 16 tokens x k / 2 bf16 */
+    const int64_t optin = per_device_cached<rad_smem_optin>();
+    if (xbytes >= optin) return false;
+    int64_t warps = (optin - xbytes) / per_warp;
+    if (warps > kStreamXsMaxWarps) warps = kStreamXsMaxWarps;
+    if (warps < min_warps || warps < 1) return false;
+    const int64_t max_clusters = per_device_cached<split_k_max_clusters>();
+    if (max_clusters < 1) return false;
+    const int64_t units = (a.n + 15) / 16;
+    int64_t clusters = (units + warps - 1) / warps;
+    if (clusters > max_clusters) clusters = max_clusters;
+    p->path = ApplyPath::kStreamSharedX;
+    p->row_tiles = 1;
+    p->token_tiles = kSplitKTokenTiles;
+    p->super_step = 4;
+    p->x_mode = kXShared;
+    p->k_parts = 2;
+    p->warps = (int)warps;
+    p->blocks = (int)(2 * clusters);
+    p->smem = (int)(warps * per_warp + xbytes);
+    return true;
+#else
+    (void)a, (void)min_warps, (void)p;
+    return false;
+#endif
+}
+
 rad_error_t launch_stream_shared_x(const ApplyArgs &a, const ApplyPlan &p)
 {
     if (p.row_tiles != 1 || p.warps < 1 || p.warps > kStreamXsMaxWarps || p.blocks < 1)
         return (rad_error_t)RADIANCE_GPU_EINVAL;
+    if (p.k_parts == 2) {
+#if defined(RAD_CUDA) && defined(RADIANCE_KERNEL_VARIANTS)
+        if (p.token_tiles == kSplitKTokenTiles && p.super_step == 4) return launch_stream_split_k(a, p);
+#endif
+        return (rad_error_t)RADIANCE_GPU_EINVAL;
+    }
     if (p.token_tiles == 1 && p.super_step == 4) return launch_stream_xs<1, 4>(a, p);
     return (rad_error_t)RADIANCE_GPU_EINVAL;
 }

@@ -125,4 +125,59 @@ __device__ __forceinline__ void rad_wgmma_rs(float (&d)[64], const uint32_t a[4]
 }
 #endif
 
+/* Thread-block clusters (sm_90, no 'a' needed): the block's rank in its cluster, the cluster
+ * barrier, a shared-memory address of this block mapped to another block of the cluster, a 16-byte
+ * store there, and the mbarrier operations whose other side is in the other block (init, an arrival
+ * on another block's barrier that releases this thread's earlier accesses to the cluster, and a
+ * wait that acquires what the arriving threads released). Addresses are shared-window addresses
+ * (__cvta_generic_to_shared; mapped ones in the cluster window). RAD_HAS_CLUSTER says whether the
+ * current device pass has them. */
+#if defined(RAD_CUDA) && defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900)
+#define RAD_HAS_CLUSTER 1
+__device__ __forceinline__ unsigned rad_cluster_ctarank()
+{
+    unsigned r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+    return r;
+}
+__device__ __forceinline__ void rad_cluster_sync()
+{
+    asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+__device__ __forceinline__ unsigned rad_cluster_map(unsigned smem, unsigned rank)
+{
+    unsigned r;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(smem), "r"(rank));
+    return r;
+}
+__device__ __forceinline__ void rad_cluster_store_16(unsigned cluster_addr, float a, float b, float c, float d)
+{
+    asm volatile("st.shared::cluster.v4.f32 [%0], {%1, %2, %3, %4};" ::"r"(cluster_addr), "f"(a), "f"(b), "f"(c),
+                 "f"(d)
+                 : "memory");
+}
+__device__ __forceinline__ void rad_cluster_mbarrier_init(unsigned bar, unsigned count)
+{
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void rad_cluster_fence_mbarrier_init()
+{
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+}
+__device__ __forceinline__ void rad_cluster_mbarrier_arrive_remote(unsigned cluster_bar)
+{
+    asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(cluster_bar) : "memory");
+}
+__device__ __forceinline__ void rad_cluster_mbarrier_wait(unsigned bar, unsigned parity)
+{
+    asm volatile(
+        "{\n.reg .pred done;\n"
+        "RAD_CWAIT_%=:\n"
+        "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 done, [%0], %1;\n"
+        "@!done bra RAD_CWAIT_%=;\n}\n" ::"r"(bar),
+        "r"(parity)
+        : "memory");
+}
+#endif
+
 #endif /* RADIANCE_PTX_SM90_H */
