@@ -219,6 +219,9 @@ enum {
     kStreamXsBal = 24,
     /* 40-49: the stream kernel's 9-16-token and M = 1 experiments (issue 14, 2026-12-01) */
     kStreamSplitK = 40,
+    kStreamSplitK2c = 41, /* kStreamSplitK on 2 clusters: many units per warp at the check's sizes */
+    kStreamSplitKChain = 42, /* kStreamSplitK, each warp's next unit fetched during its last super-step */
+    kStreamSplitKChain2c = 43,
     kVariants = 60
 };
 
@@ -276,8 +279,13 @@ int variant_plan(const ApplyArgs &a, int variant, ApplyPlan *p)
         ok = big_groups && plan_stream_shared_x(a, 1, 4, variant == kStreamXsBal ? 12 : 8, variant == kStreamXsBal, p);
         break;
     case kStreamSplitK:
+    case kStreamSplitK2c:
+    case kStreamSplitKChain:
+    case kStreamSplitKChain2c:
         /* 9-16 tokens (any m <= 16 runs), k halved over a cluster pair; at least 8 warps per block */
         ok = big_groups && plan_stream_split_k(a, 8, p);
+        if (ok && (variant == kStreamSplitK2c || variant == kStreamSplitKChain2c) && p->blocks > 4) p->blocks = 4;
+        p->chain_units = variant == kStreamSplitKChain || variant == kStreamSplitKChain2c;
         break;
     case kWgmma32: ok = variant_wgmma(a, 32, kCopyAsync, 2, p); break;
     case kWgmma64: ok = variant_wgmma(a, 64, kCopyAsync, 2, p); break;

@@ -81,8 +81,10 @@ struct ApplyPlan {
     /* kStreamSharedX: steps per ring slot, warps per block, blocks (at most one per SM), dynamic
      * shared memory bytes (the rings and the activations), all from plan_stream_shared_x */
     int super_step, warps, blocks, smem;
-    /* kStreamSharedX: 2 where k is split over a cluster pair of blocks (plan_stream_split_k), else 0 */
+    /* kStreamSharedX: 2 where k is split over a cluster pair of blocks (plan_stream_split_k), else 0;
+     * with k_parts 2, whether a warp's next unit's first super-step is fetched during its last one */
     int k_parts;
+    bool chain_units;
     /* kWgmma with copy kCopyTmaX (xmap) or kCopyTma (both), encoded by the planner */
     rad_tma_desc_t xmap, wmap;
 };

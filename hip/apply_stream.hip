@@ -44,21 +44,34 @@ struct StreamSmem {
     static constexpr int slot = 16 * ROW_TILES * 64 * SUPER_STEPS; /* one ring slot: a super-step of a warp's rows */
 };
 
+/* CHAIN (stream_warp_rows): what one unit of a warp hands to its next, so that the next unit's first
+ * super-step and its scales travel while this one finishes (the ring does not drain between units). */
+template <int ROW_TILES, int SUPER_STEPS>
+struct StreamChain {
+    int64_t next_row0; /* the warp's next unit, or -1: set by the caller before each unit */
+    int base;          /* ring slot of this unit's super-step 0 */
+    bool primed;       /* this unit's super-step 0 was issued and its scales loaded by the last one */
+    uint32_t scales[SUPER_STEPS][ROW_TILES];
+};
+
 /* The rows row0 .. row0 + 16 ROW_TILES - 1 (those below n) of a stream warp, for the tokens tok0 ..
  * tok0 + 8 TOKEN_TILES - 1 (those below m), through this warp's ring. X_MODE kXShared: xs is the block's
  * copy of the activations of these tokens (16 k bytes per 8 tokens). K_PART (kXShared only): only the
  * ksteps 128-column steps from step step0 on (xs holds just those columns, 2048 ksteps bytes per 8
  * tokens), and the fp32 sums go to partial[(mt * TOKEN_TILES + nt) * 4 + c] instead of the output
- * (apply_stream_split_k_kernel adds the two halves of k). */
+ * (apply_stream_split_k_kernel adds the two halves of k). CHAIN (K_PART, 2 ring slots): during its
+ * last super-step the warp issues chain->next_row0's first super-step into the free slot and loads its
+ * scales, and the next call starts from them; nothing is waited for at the end. */
 template <int GROUP, int ROW_TILES, int TOKEN_TILES, int SUPER_STEPS, int RING_SLOTS, int X_MODE,
-          bool K_PART = false>
+          bool K_PART = false, bool CHAIN = false>
 __device__ __forceinline__ void stream_warp_rows(const uint16_t *__restrict__ x, int64_t m, int64_t k,
                                                  const int32_t *__restrict__ packed,
                                                  const uint16_t *__restrict__ scales,
                                                  const uint16_t *__restrict__ bias, int64_t n,
                                                  uint16_t *__restrict__ out, int64_t row0, int64_t tok0,
                                                  unsigned char *ring, const unsigned char *xs, int step0 = 0,
-                                                 int ksteps = 0, float *partial = nullptr)
+                                                 int ksteps = 0, float *partial = nullptr,
+                                                 StreamChain<ROW_TILES, SUPER_STEPS> *chain = nullptr)
 {
 #if defined(RAD_HAS_MMA_BF16)
     static_assert(GROUP >= 128, "one scale per row and step");
@@ -70,6 +83,7 @@ __device__ __forceinline__ void stream_warp_rows(const uint16_t *__restrict__ x,
     constexpr int kCopies = kRowsW * kLanesPerRow / 32; /* per lane and super-step */
     constexpr bool XS = X_MODE == kXShared;
     static_assert(!K_PART || XS, "a part of k reads its columns from the block's shared copy");
+    static_assert(!CHAIN || (K_PART && RING_SLOTS == 2), "a chained unit prefetches one super-step of the next");
     const int lane = threadIdx.x & 31;
     const int g = lane >> 2, t = lane & 3;
     const int64_t kw = k / 8, ng = k / GROUP;
@@ -90,21 +104,31 @@ __device__ __forceinline__ void stream_warp_rows(const uint16_t *__restrict__ x,
     const int64_t cstride = (int64_t)kRowStep * kw * 4; /* bytes between a lane's copies */
     const int cdst = crow * kRowBytes + ((cpiece ^ ((crow & 1) << 2)) << 4);
     const unsigned ring_s = (unsigned)__cvta_generic_to_shared(ring);
+    const int base = CHAIN ? chain->base : 0;
+    auto copy_rows = [&](int dst, const unsigned char *src, bool all, int left) __attribute__((always_inline)) {
+        if (all) {
+#pragma unroll
+            for (int i = 0; i < kCopies; i++, src += cstride)
+                rad_cp_async_16_full(ring_s + dst + i * kRowStep * kRowBytes, src);
+        } else {
+#pragma unroll
+            for (int i = 0; i < kCopies; i++, src += cstride) {
+                const bool ok = kRowStep * i < left;
+                rad_cp_async_16(ring + dst + i * kRowStep * kRowBytes, ok ? (const void *)src : packed, ok);
+            }
+        }
+    };
+    /* CHAIN: the next unit's rows (its super-step 0 is issued as this unit's super-step nsuper) */
+    const int64_t nrow0 = CHAIN ? chain->next_row0 : -1;
+    const bool n_all_rows = nrow0 + kRowsW <= n;
+    const int n_rows_left = (int)(n_all_rows ? kRowsW : n - nrow0) - crow;
+    const unsigned char *ncsrc = csrc + (nrow0 - row0) * kw * 4;
     auto issue = [&](int j) __attribute__((always_inline)) {
         if (j < nsuper && j * SUPER_STEPS + (cpiece >> 2) < nsteps) {
-            const int dst = (j % RING_SLOTS) * kSlot + cdst;
-            const unsigned char *src = csrc + (int64_t)j * (SUPER_STEPS * kStepWords * 4);
-            if (all_rows) {
-#pragma unroll
-                for (int i = 0; i < kCopies; i++, src += cstride)
-                    rad_cp_async_16_full(ring_s + dst + i * kRowStep * kRowBytes, src);
-            } else {
-#pragma unroll
-                for (int i = 0; i < kCopies; i++, src += cstride) {
-                    const bool ok = kRowStep * i < rows_left;
-                    rad_cp_async_16(ring + dst + i * kRowStep * kRowBytes, ok ? (const void *)src : packed, ok);
-                }
-            }
+            const int dst = ((j + base) % RING_SLOTS) * kSlot + cdst;
+            copy_rows(dst, csrc + (int64_t)j * (SUPER_STEPS * kStepWords * 4), all_rows, rows_left);
+        } else if (CHAIN && j == nsuper && nrow0 >= 0 && (cpiece >> 2) < nsteps) {
+            copy_rows(((j + base) % RING_SLOTS) * kSlot + cdst, ncsrc, n_all_rows, n_rows_left);
         }
         rad_cp_async_commit();
     };
@@ -120,16 +144,19 @@ __device__ __forceinline__ void stream_warp_rows(const uint16_t *__restrict__ x,
             srow[mt][hi] = scales + row * ng + (K_PART ? (GROUP == 256 ? step0 >> 1 : step0) : 0);
         }
     uint32_t scur[SUPER_STEPS][ROW_TILES], snext[SUPER_STEPS][ROW_TILES];
-    auto load_scales = [&](uint32_t (&dst)[SUPER_STEPS][ROW_TILES], int j) __attribute__((always_inline)) {
+    auto load_scales_of = [&](uint32_t (&dst)[SUPER_STEPS][ROW_TILES], int j,
+                              const uint16_t *(&sr)[ROW_TILES][2]) __attribute__((always_inline)) {
 #pragma unroll
         for (int p = 0; p < SUPER_STEPS; p++) {
             const int step = j * SUPER_STEPS + p;
             const int grp = GROUP == 256 ? step >> 1 : step;
 #pragma unroll
             for (int mt = 0; mt < ROW_TILES; mt++)
-                dst[p][mt] = step < nsteps ? (uint32_t)srow[mt][0][grp] | ((uint32_t)srow[mt][1][grp] << 16)
-                                                         : 0u;
+                dst[p][mt] = step < nsteps ? (uint32_t)sr[mt][0][grp] | ((uint32_t)sr[mt][1][grp] << 16) : 0u;
         }
+    };
+    auto load_scales = [&](uint32_t (&dst)[SUPER_STEPS][ROW_TILES], int j) __attribute__((always_inline)) {
+        load_scales_of(dst, j, srow);
     };
 
     /* two mma chains (the low and high k8 of each k16) */
@@ -174,9 +201,16 @@ __device__ __forceinline__ void stream_warp_rows(const uint16_t *__restrict__ x,
         xsrc[nt] += kStepWords * 8;
     }
 
+    if (CHAIN && chain->primed) {
 #pragma unroll
-    for (int p = 0; p < RING_SLOTS - 1; p++) issue(p);
-    load_scales(snext, 0);
+        for (int p = 0; p < SUPER_STEPS; p++)
+#pragma unroll
+            for (int mt = 0; mt < ROW_TILES; mt++) snext[p][mt] = chain->scales[p][mt];
+    } else {
+#pragma unroll
+        for (int p = 0; p < RING_SLOTS - 1; p++) issue(p);
+        load_scales(snext, 0);
+    }
 
     for (int j = 0; j < nsuper; j++) {
         rad_cp_async_wait<RING_SLOTS - 2>(); /* this lane's copies of super-step j have landed */
@@ -186,8 +220,21 @@ __device__ __forceinline__ void stream_warp_rows(const uint16_t *__restrict__ x,
         for (int p = 0; p < SUPER_STEPS; p++)
 #pragma unroll
             for (int mt = 0; mt < ROW_TILES; mt++) scur[p][mt] = snext[p][mt];
-        if (j + 1 < nsuper) load_scales(snext, j + 1);
-        const unsigned char *slot = ring + (j % RING_SLOTS) * kSlot;
+        if (j + 1 < nsuper) {
+            load_scales(snext, j + 1);
+        } else if (CHAIN && nrow0 >= 0) {
+            const uint16_t *nsrow[ROW_TILES][2];
+#pragma unroll
+            for (int mt = 0; mt < ROW_TILES; mt++)
+#pragma unroll
+                for (int hi = 0; hi < 2; hi++) {
+                    int64_t row = nrow0 + 16 * mt + g + 8 * hi;
+                    row = row < n ? row : n - 1;
+                    nsrow[mt][hi] = scales + row * ng + (GROUP == 256 ? step0 >> 1 : step0);
+                }
+            load_scales_of(chain->scales, 0, nsrow);
+        }
+        const unsigned char *slot = ring + ((j + base) % RING_SLOTS) * kSlot;
 #pragma unroll
         for (int p = 0; p < SUPER_STEPS; p++) {
             const int step = j * SUPER_STEPS + p;
@@ -263,7 +310,12 @@ __device__ __forceinline__ void stream_warp_rows(const uint16_t *__restrict__ x,
             }
         }
     }
-    rad_cp_async_wait<0>();
+    if (CHAIN) {
+        chain->base = (base + nsuper) % RING_SLOTS;
+        chain->primed = nrow0 >= 0;
+    } else {
+        rad_cp_async_wait<0>();
+    }
 
     if (K_PART) {
 #pragma unroll
@@ -412,7 +464,8 @@ rad_error_t launch_stream_xs(const ApplyArgs &a, const ApplyPlan &p)
  * layout of apply_stream_xs_kernel over its columns only) of columns [r k / 2, (r + 1) k / 2) and
  * runs the same 16-row units as the other block, over its half of each row. The halves' fp32 sums
  * of a unit meet once: each lane of block 1 stores its 8 sums into block 0's shared memory (a
- * 1 KiB slot per warp) and arrives on that warp's `full` barrier there; block 0 waits, adds (its
+ * 1 KiB slot per warp) by st.async, which completes the bytes on that warp's `full` barrier
+ * there (lane 0 of block 0 announces them, one arrival per unit); block 0 waits, adds (its
  * half + block 1's, always in that order, so the output does not depend on timing), arrives on
  * block 1's `empty` barrier of the warp (the slot may be refilled) and writes the bf16 output.
  * Units go to clusters as to blocks in apply_stream_xs_kernel: both blocks of a pair walk the same
@@ -424,7 +477,7 @@ constexpr int kSplitKTokenTiles = 2;
 constexpr int kSplitKSlot = 32 * kSplitKTokenTiles * 4 * 4; /* per warp: a lane's fp32 sums, 2 tiles x 4 */
 constexpr int kSplitKBars = 2 * 8;                          /* per warp: full and empty mbarriers */
 
-template <int GROUP>
+template <int GROUP, bool CHAIN>
 __global__ void __launch_bounds__(kStreamXsMaxWarps * 32, 1)
 apply_stream_split_k_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const int32_t *__restrict__ packed,
                             const uint16_t *__restrict__ scales, const uint16_t *__restrict__ bias, int64_t n,
@@ -452,7 +505,7 @@ apply_stream_split_k_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k
     rad_cp_async_commit();
     const unsigned bars_s = (unsigned)__cvta_generic_to_shared(bars);
     if ((int)threadIdx.x < warps) {
-        rad_cluster_mbarrier_init(bars_s + kSplitKBars * threadIdx.x, 32);     /* full: block 1's 32 lanes */
+        rad_cluster_mbarrier_init(bars_s + kSplitKBars * threadIdx.x, 1);      /* full: lane 0 + block 1's bytes */
         rad_cluster_mbarrier_init(bars_s + kSplitKBars * threadIdx.x + 8, 32); /* empty: block 0's 32 lanes */
         rad_cluster_fence_mbarrier_init();
     }
@@ -467,17 +520,24 @@ apply_stream_split_k_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k
     unsigned char *ring = smem + warp * (kSlots * StreamSmem<1, kSuper>::slot);
     const int64_t cluster = (int64_t)(blockIdx.x >> 1), clusters = (int64_t)(gridDim.x >> 1);
     unsigned it = 0;
+    StreamChain<1, kSuper> chain;
+    chain.base = 0;
+    chain.primed = false;
     for (int64_t u = cluster * warps + warp; u < units; u += clusters * warps, it++) {
         __syncwarp(); /* every lane is done with the ring (the last unit's reads) before it refills */
+        const int64_t next = u + clusters * warps;
+        chain.next_row0 = next < units ? next * 16 : -1;
         float part[kTiles * 4];
-        stream_warp_rows<GROUP, 1, kTiles, kSuper, kSlots, kXShared, true>(x, m, k, packed, scales, bias, n, out,
-                                                                          u * 16, 0, ring, xs, step0, ksteps, part);
+        stream_warp_rows<GROUP, 1, kTiles, kSuper, kSlots, kXShared, true, CHAIN>(
+            x, m, k, packed, scales, bias, n, out, u * 16, 0, ring, xs, step0, ksteps, part, &chain);
         if (rank == 1) {
             if (it > 0) rad_cluster_mbarrier_wait(empty, (it - 1) & 1); /* block 0 has read the last unit's */
-            rad_cluster_store_16(peer_slot, part[0], part[1], part[2], part[3]);
-            rad_cluster_store_16(peer_slot + 16, part[4], part[5], part[6], part[7]);
-            rad_cluster_mbarrier_arrive_remote(peer_full);
+            rad_cluster_store_async_16(peer_slot, part[0], part[1], part[2], part[3], peer_full);
+            rad_cluster_store_async_16(peer_slot + 16, part[4], part[5], part[6], part[7], peer_full);
         } else {
+            /* the phase ends when lane 0 has arrived and all 1 KiB of block 1's st.async has landed
+             * (in either order: the byte count may run ahead of the announcement) */
+            if (lane == 0) rad_cluster_mbarrier_arrive_expect_tx(full, kSplitKSlot);
             rad_cluster_mbarrier_wait(full, it & 1);
             const float4 lo = *(const float4 *)(slots + warp * kSplitKSlot + lane * 32);
             const float4 hi = *(const float4 *)(slots + warp * kSplitKSlot + lane * 32 + 16);
@@ -504,7 +564,9 @@ apply_stream_split_k_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k
 int split_k_max_clusters(void)
 {
     const int optin = rad_smem_optin();
-    if (optin <= 0 || rad_func_set_max_dynamic_smem(apply_stream_split_k_kernel<128>, optin) != cudaSuccess) {
+    void (*kernel)(const uint16_t *, int64_t, int64_t, const int32_t *, const uint16_t *, const uint16_t *, int64_t,
+                   uint16_t *) = apply_stream_split_k_kernel<128, false>;
+    if (optin <= 0 || rad_func_set_max_dynamic_smem(kernel, optin) != cudaSuccess) {
         (void)cudaGetLastError();
         return 0;
     }
@@ -521,7 +583,7 @@ int split_k_max_clusters(void)
     cfg.attrs = attr;
     cfg.numAttrs = 1;
     int clusters = 0;
-    if (cudaOccupancyMaxActiveClusters(&clusters, apply_stream_split_k_kernel<128>, &cfg) != cudaSuccess) {
+    if (cudaOccupancyMaxActiveClusters(&clusters, kernel, &cfg) != cudaSuccess) {
         (void)cudaGetLastError();
         return 0;
     }
@@ -532,8 +594,9 @@ rad_error_t launch_stream_split_k(const ApplyArgs &a, const ApplyPlan &p)
 {
     void (*kernel)(const uint16_t *, int64_t, int64_t, const int32_t *, const uint16_t *, const uint16_t *, int64_t,
                    uint16_t *) = nullptr;
-    if (a.group == 128) kernel = apply_stream_split_k_kernel<128>;
-    if (a.group == 256) kernel = apply_stream_split_k_kernel<256>;
+    const bool chain = p.chain_units;
+    if (a.group == 128) kernel = chain ? apply_stream_split_k_kernel<128, true> : apply_stream_split_k_kernel<128, false>;
+    if (a.group == 256) kernel = chain ? apply_stream_split_k_kernel<256, true> : apply_stream_split_k_kernel<256, false>;
     if (kernel == nullptr || p.blocks < 2 || p.blocks % 2 != 0 || a.k % (2 * a.group) != 0)
         return (rad_error_t)RADIANCE_GPU_EINVAL;
     rad_error_t err = rad_func_set_max_dynamic_smem(kernel, p.smem);

@@ -127,7 +127,7 @@ __device__ __forceinline__ void rad_wgmma_rs(float (&d)[64], const uint32_t a[4]
 
 /* Thread-block clusters (sm_90, no 'a' needed): the block's rank in its cluster, the cluster
  * barrier, a shared-memory address of this block mapped to another block of the cluster, a 16-byte
- * store there, and the mbarrier operations whose other side is in the other block (init, an arrival
+ * store there that completes on that block's mbarrier, and the mbarrier operations whose other side is in the other block (init, an arrival
  * on another block's barrier that releases this thread's earlier accesses to the cluster, and a
  * wait that acquires what the arriving threads released). Addresses are shared-window addresses
  * (__cvta_generic_to_shared; mapped ones in the cluster window). RAD_HAS_CLUSTER says whether the
@@ -150,11 +150,23 @@ __device__ __forceinline__ unsigned rad_cluster_map(unsigned smem, unsigned rank
     asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(smem), "r"(rank));
     return r;
 }
-__device__ __forceinline__ void rad_cluster_store_16(unsigned cluster_addr, float a, float b, float c, float d)
+/* 16 bytes into another block's shared memory, completing 16 bytes of transactions on its barrier
+ * cluster_bar (st.async: no fence needed before that block may read them once the barrier's phase
+ * completes, unlike a plain store followed by a release). */
+__device__ __forceinline__ void rad_cluster_store_async_16(unsigned cluster_addr, float a, float b, float c, float d,
+                                                           unsigned cluster_bar)
 {
-    asm volatile("st.shared::cluster.v4.f32 [%0], {%1, %2, %3, %4};" ::"r"(cluster_addr), "f"(a), "f"(b), "f"(c),
-                 "f"(d)
+    asm volatile("st.async.weak.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 [%0], {%1, %2, %3, %4}, [%5];" ::"r"(
+                     cluster_addr),
+                 "r"(__float_as_uint(a)), "r"(__float_as_uint(b)), "r"(__float_as_uint(c)), "r"(__float_as_uint(d)),
+                 "r"(cluster_bar)
                  : "memory");
+}
+/* One arrival on this block's barrier announcing `bytes` of transactions (st.async from the other
+ * block) for the current phase. */
+__device__ __forceinline__ void rad_cluster_mbarrier_arrive_expect_tx(unsigned bar, unsigned bytes)
+{
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
 }
 __device__ __forceinline__ void rad_cluster_mbarrier_init(unsigned bar, unsigned count)
 {
