@@ -222,6 +222,7 @@ enum {
     kStreamSplitK2c = 41, /* kStreamSplitK on 2 clusters: many units per warp at the check's sizes */
     kStreamSplitKChain = 42, /* kStreamSplitK, each warp's next unit fetched during its last super-step */
     kStreamSplitKChain2c = 43,
+    kStreamWhole = 44, /* kStream (clamp), k % 512 == 0: no step tested against k inside a super-step */
     kVariants = 60
 };
 
@@ -277,6 +278,13 @@ int variant_plan(const ApplyArgs &a, int variant, ApplyPlan *p)
         /* at least 8 warps beside the activations (16 for the library's plan, make_plan); Bal:
          * 12 to 16 warps, as many as split the head's 16-row units evenly over the grid */
         ok = big_groups && plan_stream_shared_x(a, 1, 4, variant == kStreamXsBal ? 12 : 8, variant == kStreamXsBal, p);
+        break;
+    case kStreamWhole:
+        p->path = ApplyPath::kStream;
+        p->row_tiles = p->token_tiles = 1;
+        p->x_mode = kXClamp;
+        p->whole_super = true;
+        ok = big_groups && a.k % 512 == 0;
         break;
     case kStreamSplitK:
     case kStreamSplitK2c:

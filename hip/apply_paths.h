@@ -74,6 +74,9 @@ struct ApplyPlan {
     int wmma_arch;
     bool wmma_corrupt;
     int x_mode; /* kStream: StreamX */
+    /* kStream (benchmark build): k % 512 == 0, so the kernel that tests no step against k inside its
+     * 4-step super-steps */
+    bool whole_super;
     /* kWgmma: tokens per block (8 .. 128), WgmmaCopy, 64-row halves per warpgroup (1: four
      * warpgroups; 2: two, ping-pong), running scale (128 tokens) */
     int tokens, copy, halves;

@@ -61,9 +61,10 @@ struct StreamChain {
  * tokens), and the fp32 sums go to partial[(mt * TOKEN_TILES + nt) * 4 + c] instead of the output
  * (apply_stream_split_k_kernel adds the two halves of k). CHAIN (K_PART, 2 ring slots): during its
  * last super-step the warp issues chain->next_row0's first super-step into the free slot and loads its
- * scales, and the next call starts from them; nothing is waited for at the end. */
+ * scales, and the next call starts from them; nothing is waited for at the end. WHOLE: the caller
+ * guarantees k % (128 SUPER_STEPS) == 0, so no step is tested against k inside a super-step. */
 template <int GROUP, int ROW_TILES, int TOKEN_TILES, int SUPER_STEPS, int RING_SLOTS, int X_MODE,
-          bool K_PART = false, bool CHAIN = false>
+          bool K_PART = false, bool CHAIN = false, bool WHOLE = false>
 __device__ __forceinline__ void stream_warp_rows(const uint16_t *__restrict__ x, int64_t m, int64_t k,
                                                  const int32_t *__restrict__ packed,
                                                  const uint16_t *__restrict__ scales,
@@ -124,7 +125,7 @@ __device__ __forceinline__ void stream_warp_rows(const uint16_t *__restrict__ x,
     const int n_rows_left = (int)(n_all_rows ? kRowsW : n - nrow0) - crow;
     const unsigned char *ncsrc = csrc + (nrow0 - row0) * kw * 4;
     auto issue = [&](int j) __attribute__((always_inline)) {
-        if (j < nsuper && j * SUPER_STEPS + (cpiece >> 2) < nsteps) {
+        if (j < nsuper && (WHOLE || j * SUPER_STEPS + (cpiece >> 2) < nsteps)) {
             const int dst = ((j + base) % RING_SLOTS) * kSlot + cdst;
             copy_rows(dst, csrc + (int64_t)j * (SUPER_STEPS * kStepWords * 4), all_rows, rows_left);
         } else if (CHAIN && j == nsuper && nrow0 >= 0 && (cpiece >> 2) < nsteps) {
@@ -152,7 +153,7 @@ __device__ __forceinline__ void stream_warp_rows(const uint16_t *__restrict__ x,
             const int grp = GROUP == 256 ? step >> 1 : step;
 #pragma unroll
             for (int mt = 0; mt < ROW_TILES; mt++)
-                dst[p][mt] = step < nsteps ? (uint32_t)sr[mt][0][grp] | ((uint32_t)sr[mt][1][grp] << 16) : 0u;
+                dst[p][mt] = WHOLE || step < nsteps ? (uint32_t)sr[mt][0][grp] | ((uint32_t)sr[mt][1][grp] << 16) : 0u;
         }
     };
     auto load_scales = [&](uint32_t (&dst)[SUPER_STEPS][ROW_TILES], int j) __attribute__((always_inline)) {
@@ -238,7 +239,7 @@ __device__ __forceinline__ void stream_warp_rows(const uint16_t *__restrict__ x,
 #pragma unroll
         for (int p = 0; p < SUPER_STEPS; p++) {
             const int step = j * SUPER_STEPS + p;
-            if (step >= nsteps) break;
+            if (!WHOLE && step >= nsteps) break;
             rad_u32x4 (&xcur)[TOKEN_TILES][4] = xb[XS ? 0 : p & 1];
             rad_u32x4 (&xnext)[TOKEN_TILES][4] = xb[(p + 1) & 1];
             if (XS) {
@@ -247,7 +248,7 @@ __device__ __forceinline__ void stream_warp_rows(const uint16_t *__restrict__ x,
 #pragma unroll
                     for (int i = 0; i < 4; i++)
                         xcur[nt][i] = rad_load_cached_16(xs_lane[nt] + (4 * step + i) * 512);
-            } else if (step + 1 < nsteps) {
+            } else if (WHOLE ? p + 1 < SUPER_STEPS || j + 1 < nsuper : step + 1 < nsteps) {
 #pragma unroll
                 for (int nt = 0; nt < TOKEN_TILES; nt++) {
                     if (xvalid[nt]) {
@@ -339,7 +340,8 @@ __device__ __forceinline__ void stream_warp_rows(const uint16_t *__restrict__ x,
 #endif
 }
 
-template <int GROUP, int ROW_TILES, int TOKEN_TILES, int SUPER_STEPS, int RING_SLOTS, int X_MODE = kXClamp>
+template <int GROUP, int ROW_TILES, int TOKEN_TILES, int SUPER_STEPS, int RING_SLOTS, int X_MODE = kXClamp,
+          bool WHOLE = false>
 __global__ void __launch_bounds__(kStreamWarps * 32, ROW_TILES * TOKEN_TILES == 1 ? 4 : 1)
 apply_stream_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const int32_t *__restrict__ packed,
                     const uint16_t *__restrict__ scales, const uint16_t *__restrict__ bias, int64_t n,
@@ -353,7 +355,7 @@ apply_stream_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const 
     const int64_t row0 = (row_block * kStreamWarps + warp) * (16 * ROW_TILES);
     if (row0 >= n) return; /* whole warp; no block-wide barriers in this kernel */
     unsigned char *ring = smem + warp * (RING_SLOTS * StreamSmem<ROW_TILES, SUPER_STEPS>::slot);
-    stream_warp_rows<GROUP, ROW_TILES, TOKEN_TILES, SUPER_STEPS, RING_SLOTS, X_MODE>(
+    stream_warp_rows<GROUP, ROW_TILES, TOKEN_TILES, SUPER_STEPS, RING_SLOTS, X_MODE, false, false, WHOLE>(
         x, m, k, packed, scales, bias, n, out, row0, chunk * (8 * TOKEN_TILES), ring, nullptr);
 }
 
@@ -369,7 +371,13 @@ rad_error_t launch_stream(const ApplyArgs &a, const ApplyPlan &p)
                    uint16_t *, int64_t) = nullptr;
     const bool g128 = a.group == 128;
     if (a.group != 128 && a.group != 256) return (rad_error_t)RADIANCE_GPU_EINVAL;
-    if (p.row_tiles == 1 && p.x_mode == kXClamp)
+    if (p.whole_super) {
+#if defined(RADIANCE_KERNEL_VARIANTS)
+        if (p.row_tiles == 1 && p.x_mode == kXClamp && a.k % (128 * kSuperSteps) == 0)
+            kernel = g128 ? apply_stream_kernel<128, 1, kTokenTiles, kSuperSteps, kRingSlots, kXClamp, true>
+                          : apply_stream_kernel<256, 1, kTokenTiles, kSuperSteps, kRingSlots, kXClamp, true>;
+#endif
+    } else if (p.row_tiles == 1 && p.x_mode == kXClamp)
         kernel = g128 ? apply_stream_kernel<128, 1, kTokenTiles, kSuperSteps, kRingSlots, kXClamp>
                       : apply_stream_kernel<256, 1, kTokenTiles, kSuperSteps, kRingSlots, kXClamp>;
     else if (p.row_tiles == 1 && p.x_mode == kXSkip)
