@@ -485,7 +485,7 @@ constexpr int kSplitKTokenTiles = 2;
 constexpr int kSplitKSlot = 32 * kSplitKTokenTiles * 4 * 4; /* per warp: a lane's fp32 sums, 2 tiles x 4 */
 constexpr int kSplitKBars = 2 * 8;                          /* per warp: full and empty mbarriers */
 
-template <int GROUP, bool CHAIN>
+template <int GROUP, bool CHAIN, bool WHOLE>
 __global__ void __launch_bounds__(kStreamXsMaxWarps * 32, 1)
 apply_stream_split_k_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const int32_t *__restrict__ packed,
                             const uint16_t *__restrict__ scales, const uint16_t *__restrict__ bias, int64_t n,
@@ -536,7 +536,7 @@ apply_stream_split_k_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k
         const int64_t next = u + clusters * warps;
         chain.next_row0 = next < units ? next * 16 : -1;
         float part[kTiles * 4];
-        stream_warp_rows<GROUP, 1, kTiles, kSuper, kSlots, kXShared, true, CHAIN>(
+        stream_warp_rows<GROUP, 1, kTiles, kSuper, kSlots, kXShared, true, CHAIN, WHOLE>(
             x, m, k, packed, scales, bias, n, out, u * 16, 0, ring, xs, step0, ksteps, part, &chain);
         if (rank == 1) {
             if (it > 0) rad_cluster_mbarrier_wait(empty, (it - 1) & 1); /* block 0 has read the last unit's */
@@ -573,7 +573,7 @@ int split_k_max_clusters(void)
 {
     const int optin = rad_smem_optin();
     void (*kernel)(const uint16_t *, int64_t, int64_t, const int32_t *, const uint16_t *, const uint16_t *, int64_t,
-                   uint16_t *) = apply_stream_split_k_kernel<128, false>;
+                   uint16_t *) = apply_stream_split_k_kernel<128, false, false>;
     if (optin <= 0 || rad_func_set_max_dynamic_smem(kernel, optin) != cudaSuccess) {
         (void)cudaGetLastError();
         return 0;
@@ -603,8 +603,14 @@ rad_error_t launch_stream_split_k(const ApplyArgs &a, const ApplyPlan &p)
     void (*kernel)(const uint16_t *, int64_t, int64_t, const int32_t *, const uint16_t *, const uint16_t *, int64_t,
                    uint16_t *) = nullptr;
     const bool chain = p.chain_units;
-    if (a.group == 128) kernel = chain ? apply_stream_split_k_kernel<128, true> : apply_stream_split_k_kernel<128, false>;
-    if (a.group == 256) kernel = chain ? apply_stream_split_k_kernel<256, true> : apply_stream_split_k_kernel<256, false>;
+    /* whole super-steps in each half (k % 1024 == 0, as on the heads this is for): no step tested */
+    const bool whole = a.k % (2 * 128 * 4) == 0;
+    if (a.group == 128)
+        kernel = chain ? (whole ? apply_stream_split_k_kernel<128, true, true> : apply_stream_split_k_kernel<128, true, false>)
+                       : (whole ? apply_stream_split_k_kernel<128, false, true> : apply_stream_split_k_kernel<128, false, false>);
+    if (a.group == 256)
+        kernel = chain ? (whole ? apply_stream_split_k_kernel<256, true, true> : apply_stream_split_k_kernel<256, true, false>)
+                       : (whole ? apply_stream_split_k_kernel<256, false, true> : apply_stream_split_k_kernel<256, false, false>);
     if (kernel == nullptr || p.blocks < 2 || p.blocks % 2 != 0 || a.k % (2 * a.group) != 0)
         return (rad_error_t)RADIANCE_GPU_EINVAL;
     rad_error_t err = rad_func_set_max_dynamic_smem(kernel, p.smem);
