@@ -223,6 +223,7 @@ enum {
     kStreamSplitKChain = 42, /* kStreamSplitK, each warp's next unit fetched during its last super-step */
     kStreamSplitKChain2c = 43,
     kStreamWhole = 44, /* kStream (clamp), k % 512 == 0: no step tested against k inside a super-step */
+    kStreamPitch = 45, /* kStreamWhole, a row per lane pair of copies, rows padded in the ring */
     kVariants = 60
 };
 
@@ -280,10 +281,12 @@ int variant_plan(const ApplyArgs &a, int variant, ApplyPlan *p)
         ok = big_groups && plan_stream_shared_x(a, 1, 4, variant == kStreamXsBal ? 12 : 8, variant == kStreamXsBal, p);
         break;
     case kStreamWhole:
+    case kStreamPitch:
         p->path = ApplyPath::kStream;
         p->row_tiles = p->token_tiles = 1;
         p->x_mode = kXClamp;
         p->whole_super = true;
+        p->pitch_rows = variant == kStreamPitch;
         ok = big_groups && a.k % 512 == 0;
         break;
     case kStreamSplitK:

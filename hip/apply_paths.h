@@ -77,6 +77,7 @@ struct ApplyPlan {
     /* kStream (benchmark build): k % 512 == 0, so the kernel that tests no step against k inside its
      * 4-step super-steps */
     bool whole_super;
+    bool pitch_rows; /* with whole_super: a lane pair copies a row, rows padded in the ring (PITCH) */
     /* kWgmma: tokens per block (8 .. 128), WgmmaCopy, 64-row halves per warpgroup (1: four
      * warpgroups; 2: two, ping-pong), running scale (128 tokens) */
     int tokens, copy, halves;

@@ -43,6 +43,10 @@ template <int ROW_TILES, int SUPER_STEPS>
 struct StreamSmem {
     static constexpr int slot = 16 * ROW_TILES * 64 * SUPER_STEPS; /* one ring slot: a super-step of a warp's rows */
 };
+/* stream_warp_rows PITCH: bytes between rows in a ring slot, a visit + 64, so that rows g and g + 1
+ * start 64 bytes apart modulo 128 and the 8 lanes of a 16-byte read phase hit distinct banks
+ * without the swizzle */
+constexpr int kStreamPitch = 4 * 64 + 64;
 
 /* CHAIN (stream_warp_rows): what one unit of a warp hands to its next, so that the next unit's first
  * super-step and its scales travel while this one finishes (the ring does not drain between units). */
@@ -62,9 +66,14 @@ struct StreamChain {
  * (apply_stream_split_k_kernel adds the two halves of k). CHAIN (K_PART, 2 ring slots): during its
  * last super-step the warp issues chain->next_row0's first super-step into the free slot and loads its
  * scales, and the next call starts from them; nothing is waited for at the end. WHOLE: the caller
- * guarantees k % (128 SUPER_STEPS) == 0, so no step is tested against k inside a super-step. */
+ * guarantees k % (128 SUPER_STEPS) == 0, so no step is tested against k inside a super-step. PITCH
+ * (WHOLE, 16 rows, 4-step super-steps): lanes 2 r and 2 r + 1 copy row r, 32 bytes per copy
+ * instruction (16-byte pieces 2 i and 2 i + 1), so a lane's 8 copies sit at fixed offsets from one
+ * source and one destination address (no 64-bit arithmetic per copy); rows kStreamPitch bytes apart
+ * in the slot instead of the swizzle; a lane of a row past n copies nothing (that row's products are
+ * never stored). */
 template <int GROUP, int ROW_TILES, int TOKEN_TILES, int SUPER_STEPS, int RING_SLOTS, int X_MODE,
-          bool K_PART = false, bool CHAIN = false, bool WHOLE = false>
+          bool K_PART = false, bool CHAIN = false, bool WHOLE = false, bool PITCH = false>
 __device__ __forceinline__ void stream_warp_rows(const uint16_t *__restrict__ x, int64_t m, int64_t k,
                                                  const int32_t *__restrict__ packed,
                                                  const uint16_t *__restrict__ scales,
@@ -79,7 +88,9 @@ __device__ __forceinline__ void stream_warp_rows(const uint16_t *__restrict__ x,
     static_assert(SUPER_STEPS % 2 == 0, "the activation register set of step j SUPER_STEPS + p is p & 1");
     constexpr int kRowsW = 16 * ROW_TILES;
     constexpr int kRowBytes = 64 * SUPER_STEPS;                 /* one visit */
-    constexpr int kSlot = StreamSmem<ROW_TILES, SUPER_STEPS>::slot;
+    static_assert(!PITCH || (ROW_TILES == 1 && SUPER_STEPS == 4 && WHOLE && !CHAIN), "PITCH: 16 rows, 4 whole steps");
+    constexpr int kRowPitch = PITCH ? kStreamPitch : kRowBytes;
+    constexpr int kSlot = PITCH ? 16 * kStreamPitch : StreamSmem<ROW_TILES, SUPER_STEPS>::slot;
     constexpr int kLanesPerRow = 4 * SUPER_STEPS;               /* 16-byte pieces per visit */
     constexpr int kCopies = kRowsW * kLanesPerRow / 32; /* per lane and super-step */
     constexpr bool XS = X_MODE == kXShared;
@@ -124,7 +135,23 @@ __device__ __forceinline__ void stream_warp_rows(const uint16_t *__restrict__ x,
     const bool n_all_rows = nrow0 + kRowsW <= n;
     const int n_rows_left = (int)(n_all_rows ? kRowsW : n - nrow0) - crow;
     const unsigned char *ncsrc = csrc + (nrow0 - row0) * kw * 4;
+    /* PITCH: this lane's row and first piece */
+    const int prow = lane >> 1;
+    const bool prow_ok = row0 + prow < n;
+    const unsigned char *psrc = (const unsigned char *)(packed + (row0 + (prow_ok ? prow : 0)) * kw +
+                                                        (K_PART ? step0 * kStepWords : 0)) + 16 * (lane & 1);
+    const unsigned pdst = ring_s + prow * kRowPitch + 16 * (lane & 1);
     auto issue = [&](int j) __attribute__((always_inline)) {
+        if (PITCH) {
+            if (j < nsuper && prow_ok) {
+                const unsigned char *src = psrc + (int64_t)j * kRowBytes;
+                const unsigned dst = pdst + (j % RING_SLOTS) * kSlot;
+#pragma unroll
+                for (int i = 0; i < 8; i++) rad_cp_async_16_full(dst + 32 * i, src + 32 * i);
+            }
+            rad_cp_async_commit();
+            return;
+        }
         if (j < nsuper && (WHOLE || j * SUPER_STEPS + (cpiece >> 2) < nsteps)) {
             const int dst = ((j + base) % RING_SLOTS) * kSlot + cdst;
             copy_rows(dst, csrc + (int64_t)j * (SUPER_STEPS * kStepWords * 4), all_rows, rows_left);
@@ -262,7 +289,8 @@ __device__ __forceinline__ void stream_warp_rows(const uint16_t *__restrict__ x,
 #pragma unroll
             for (int r = 0; r < 2 * ROW_TILES; r++) {
                 const int row = 16 * (r >> 1) + g + 8 * (r & 1);
-                const uint4 v = *(const uint4 *)(slot + row * kRowBytes + (((4 * p + t) ^ ((g & 1) << 2)) << 4));
+                const uint4 v = *(const uint4 *)(slot + row * kRowPitch +
+                                                 (((4 * p + t) ^ (PITCH ? 0 : (g & 1) << 2)) << 4));
                 wv[r][0] = v.x; wv[r][1] = v.y; wv[r][2] = v.z; wv[r][3] = v.w;
             }
 #pragma unroll
@@ -341,7 +369,7 @@ __device__ __forceinline__ void stream_warp_rows(const uint16_t *__restrict__ x,
 }
 
 template <int GROUP, int ROW_TILES, int TOKEN_TILES, int SUPER_STEPS, int RING_SLOTS, int X_MODE = kXClamp,
-          bool WHOLE = false>
+          bool WHOLE = false, bool PITCH = false>
 __global__ void __launch_bounds__(kStreamWarps * 32, ROW_TILES * TOKEN_TILES == 1 ? 4 : 1)
 apply_stream_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const int32_t *__restrict__ packed,
                     const uint16_t *__restrict__ scales, const uint16_t *__restrict__ bias, int64_t n,
@@ -354,8 +382,9 @@ apply_stream_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const 
     const int64_t row_block = (int64_t)blockIdx.x / token_chunks;
     const int64_t row0 = (row_block * kStreamWarps + warp) * (16 * ROW_TILES);
     if (row0 >= n) return; /* whole warp; no block-wide barriers in this kernel */
-    unsigned char *ring = smem + warp * (RING_SLOTS * StreamSmem<ROW_TILES, SUPER_STEPS>::slot);
-    stream_warp_rows<GROUP, ROW_TILES, TOKEN_TILES, SUPER_STEPS, RING_SLOTS, X_MODE, false, false, WHOLE>(
+    constexpr int kSlot = PITCH ? 16 * kStreamPitch : StreamSmem<ROW_TILES, SUPER_STEPS>::slot;
+    unsigned char *ring = smem + warp * (RING_SLOTS * kSlot);
+    stream_warp_rows<GROUP, ROW_TILES, TOKEN_TILES, SUPER_STEPS, RING_SLOTS, X_MODE, false, false, WHOLE, PITCH>(
         x, m, k, packed, scales, bias, n, out, row0, chunk * (8 * TOKEN_TILES), ring, nullptr);
 }
 
@@ -371,11 +400,17 @@ rad_error_t launch_stream(const ApplyArgs &a, const ApplyPlan &p)
                    uint16_t *, int64_t) = nullptr;
     const bool g128 = a.group == 128;
     if (a.group != 128 && a.group != 256) return (rad_error_t)RADIANCE_GPU_EINVAL;
+    int smem = kStreamWarps * kRingSlots * 16 * p.row_tiles * 64 * kSuperSteps; /* StreamSmem */
     if (p.whole_super) {
 #if defined(RADIANCE_KERNEL_VARIANTS)
-        if (p.row_tiles == 1 && p.x_mode == kXClamp && a.k % (128 * kSuperSteps) == 0)
+        if (p.row_tiles == 1 && p.x_mode == kXClamp && a.k % (128 * kSuperSteps) == 0 && !p.pitch_rows)
             kernel = g128 ? apply_stream_kernel<128, 1, kTokenTiles, kSuperSteps, kRingSlots, kXClamp, true>
                           : apply_stream_kernel<256, 1, kTokenTiles, kSuperSteps, kRingSlots, kXClamp, true>;
+        if (p.row_tiles == 1 && p.x_mode == kXClamp && a.k % (128 * kSuperSteps) == 0 && p.pitch_rows) {
+            kernel = g128 ? apply_stream_kernel<128, 1, kTokenTiles, kSuperSteps, kRingSlots, kXClamp, true, true>
+                          : apply_stream_kernel<256, 1, kTokenTiles, kSuperSteps, kRingSlots, kXClamp, true, true>;
+            smem = kStreamWarps * kRingSlots * 16 * kStreamPitch;
+        }
 #endif
     } else if (p.row_tiles == 1 && p.x_mode == kXClamp)
         kernel = g128 ? apply_stream_kernel<128, 1, kTokenTiles, kSuperSteps, kRingSlots, kXClamp>
@@ -394,7 +429,6 @@ rad_error_t launch_stream(const ApplyArgs &a, const ApplyPlan &p)
     const int64_t chunks = (a.m + 8 * kTokenTiles - 1) / (8 * kTokenTiles);
     const int64_t blocks = row_blocks * chunks;
     if (blocks > 0x7fffffffLL) return (rad_error_t)RADIANCE_GPU_EINVAL;
-    const int smem = kStreamWarps * kRingSlots * 16 * p.row_tiles * 64 * kSuperSteps; /* StreamSmem */
     rad_error_t err = rad_func_set_max_dynamic_smem(kernel, smem);
     if (err != RAD_SUCCESS) return err;
     kernel<<<(unsigned)blocks, kStreamWarps * 32, smem, a.stream>>>(a.x, a.m, a.k, a.packed, a.scales, a.bias, a.n,
