@@ -275,12 +275,17 @@ __device__ __forceinline__ void stream_warp_rows(const uint16_t *__restrict__ x,
 #pragma unroll
                     for (int i = 0; i < 4; i++)
                         xcur[nt][i] = rad_load_cached_16(xs_lane[nt] + (4 * step + i) * 512);
-            } else if (WHOLE ? p + 1 < SUPER_STEPS || j + 1 < nsuper : step + 1 < nsteps) {
+            } else if (WHOLE || step + 1 < nsteps) {
+                /* WHOLE: the last step of the last super-step loads its own columns again (unused)
+                 * rather than being skipped: a load that is always issued needs no copies of the
+                 * registers it would otherwise leave untouched */
+                const bool past = WHOLE && p + 1 == SUPER_STEPS && j + 1 == nsuper;
 #pragma unroll
                 for (int nt = 0; nt < TOKEN_TILES; nt++) {
                     if (xvalid[nt]) {
+                        const uint16_t *src = past ? xsrc[nt] - kStepWords * 8 : xsrc[nt];
 #pragma unroll
-                        for (int i = 0; i < 4; i++) xnext[nt][i] = rad_load_cached_16(xsrc[nt] + 8 * i);
+                        for (int i = 0; i < 4; i++) xnext[nt][i] = rad_load_cached_16(src + 8 * i);
                     }
                     xsrc[nt] += kStepWords * 8;
                 }
