@@ -224,6 +224,9 @@ enum {
     kStreamSplitKChain2c = 43,
     kStreamWhole = 44, /* kStream (clamp), k % 512 == 0: no step tested against k inside a super-step */
     kStreamPitch = 45, /* kStreamWhole, a row per lane pair of copies, rows padded in the ring */
+    kStreamPair = 46,  /* kStreamWhole, a row per lane pair of copies into the swizzled ring */
+    kStreamSplitKPair = 47, /* kStreamSplitKChain with kStreamPair's copies (k % 1024 == 0) */
+    kStreamSplitKPair2c = 48,
     kVariants = 60
 };
 
@@ -282,22 +285,30 @@ int variant_plan(const ApplyArgs &a, int variant, ApplyPlan *p)
         break;
     case kStreamWhole:
     case kStreamPitch:
+    case kStreamPair:
         p->path = ApplyPath::kStream;
         p->row_tiles = p->token_tiles = 1;
         p->x_mode = kXClamp;
         p->whole_super = true;
         p->pitch_rows = variant == kStreamPitch;
+        p->pair_copy = variant == kStreamPair;
         ok = big_groups && a.k % 512 == 0;
         break;
     case kStreamSplitK:
     case kStreamSplitK2c:
     case kStreamSplitKChain:
     case kStreamSplitKChain2c:
+    case kStreamSplitKPair:
+    case kStreamSplitKPair2c: {
         /* 9-16 tokens (any m <= 16 runs), k halved over a cluster pair; at least 8 warps per block */
-        ok = big_groups && plan_stream_split_k(a, 8, p);
-        if (ok && (variant == kStreamSplitK2c || variant == kStreamSplitKChain2c) && p->blocks > 4) p->blocks = 4;
-        p->chain_units = variant == kStreamSplitKChain || variant == kStreamSplitKChain2c;
+        const bool pair = variant == kStreamSplitKPair || variant == kStreamSplitKPair2c;
+        ok = big_groups && (!pair || a.k % 1024 == 0) && plan_stream_split_k(a, 8, p);
+        const bool two = variant == kStreamSplitK2c || variant == kStreamSplitKChain2c || variant == kStreamSplitKPair2c;
+        if (ok && two && p->blocks > 4) p->blocks = 4;
+        p->chain_units = variant != kStreamSplitK && variant != kStreamSplitK2c;
+        p->pair_copy = pair;
         break;
+    }
     case kWgmma32: ok = variant_wgmma(a, 32, kCopyAsync, 2, p); break;
     case kWgmma64: ok = variant_wgmma(a, 64, kCopyAsync, 2, p); break;
     case kWgmmaTma32: ok = variant_wgmma(a, 32, kCopyTmaX, 2, p); break;

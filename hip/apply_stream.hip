@@ -71,9 +71,11 @@ struct StreamChain {
  * instruction (16-byte pieces 2 i and 2 i + 1), so a lane's 8 copies sit at fixed offsets from one
  * source and one destination address (no 64-bit arithmetic per copy); rows kStreamPitch bytes apart
  * in the slot instead of the swizzle; a lane of a row past n copies nothing (that row's products are
- * never stored). */
+ * never stored). PAIR: the same copies into the swizzled slot (no padding): piece pair i of an odd
+ * row goes to pair i ^ 2, i.e. 64 bytes up for i = 0, 1, 4, 5 and down for the others, so a lane's
+ * destinations are two base addresses plus fixed offsets. */
 template <int GROUP, int ROW_TILES, int TOKEN_TILES, int SUPER_STEPS, int RING_SLOTS, int X_MODE,
-          bool K_PART = false, bool CHAIN = false, bool WHOLE = false, bool PITCH = false>
+          bool K_PART = false, bool CHAIN = false, bool WHOLE = false, bool PITCH = false, bool PAIR = false>
 __device__ __forceinline__ void stream_warp_rows(const uint16_t *__restrict__ x, int64_t m, int64_t k,
                                                  const int32_t *__restrict__ packed,
                                                  const uint16_t *__restrict__ scales,
@@ -89,6 +91,7 @@ __device__ __forceinline__ void stream_warp_rows(const uint16_t *__restrict__ x,
     constexpr int kRowsW = 16 * ROW_TILES;
     constexpr int kRowBytes = 64 * SUPER_STEPS;                 /* one visit */
     static_assert(!PITCH || (ROW_TILES == 1 && SUPER_STEPS == 4 && WHOLE && !CHAIN), "PITCH: 16 rows, 4 whole steps");
+    static_assert(!PAIR || (ROW_TILES == 1 && SUPER_STEPS == 4 && WHOLE && !PITCH), "PAIR: 16 rows, 4 whole steps");
     constexpr int kRowPitch = PITCH ? kStreamPitch : kRowBytes;
     constexpr int kSlot = PITCH ? 16 * kStreamPitch : StreamSmem<ROW_TILES, SUPER_STEPS>::slot;
     constexpr int kLanesPerRow = 4 * SUPER_STEPS;               /* 16-byte pieces per visit */
@@ -141,7 +144,23 @@ __device__ __forceinline__ void stream_warp_rows(const uint16_t *__restrict__ x,
     const unsigned char *psrc = (const unsigned char *)(packed + (row0 + (prow_ok ? prow : 0)) * kw +
                                                         (K_PART ? step0 * kStepWords : 0)) + 16 * (lane & 1);
     const unsigned pdst = ring_s + prow * kRowPitch + 16 * (lane & 1);
+    const unsigned pup = pdst + 64 * (prow & 1), pdown = pdst - 64 * (prow & 1); /* PAIR */
+    /* CHAIN with PAIR: the next unit's rows */
+    const int64_t pnrow = CHAIN ? chain->next_row0 + prow : 0;
+    const bool pnrow_ok = CHAIN && chain->next_row0 >= 0 && pnrow < n;
+    const unsigned char *pnsrc = psrc + (pnrow_ok ? (chain->next_row0 - row0) * kw * 4 : 0);
     auto issue = [&](int j) __attribute__((always_inline)) {
+        if (PAIR) {
+            const bool cur = j < nsuper && prow_ok;
+            if (cur || (CHAIN && j == nsuper && pnrow_ok)) {
+                const unsigned char *src = cur ? psrc + (int64_t)j * kRowBytes : pnsrc;
+                const unsigned so = ((j + base) % RING_SLOTS) * kSlot;
+#pragma unroll
+                for (int i = 0; i < 8; i++) rad_cp_async_16_full((i & 2 ? pdown : pup) + so + 32 * i, src + 32 * i);
+            }
+            rad_cp_async_commit();
+            return;
+        }
         if (PITCH) {
             if (j < nsuper && prow_ok) {
                 const unsigned char *src = psrc + (int64_t)j * kRowBytes;
@@ -374,7 +393,7 @@ __device__ __forceinline__ void stream_warp_rows(const uint16_t *__restrict__ x,
 }
 
 template <int GROUP, int ROW_TILES, int TOKEN_TILES, int SUPER_STEPS, int RING_SLOTS, int X_MODE = kXClamp,
-          bool WHOLE = false, bool PITCH = false>
+          bool WHOLE = false, bool PITCH = false, bool PAIR = false>
 __global__ void __launch_bounds__(kStreamWarps * 32, ROW_TILES * TOKEN_TILES == 1 ? 4 : 1)
 apply_stream_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const int32_t *__restrict__ packed,
                     const uint16_t *__restrict__ scales, const uint16_t *__restrict__ bias, int64_t n,
@@ -389,7 +408,7 @@ apply_stream_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const 
     if (row0 >= n) return; /* whole warp; no block-wide barriers in this kernel */
     constexpr int kSlot = PITCH ? 16 * kStreamPitch : StreamSmem<ROW_TILES, SUPER_STEPS>::slot;
     unsigned char *ring = smem + warp * (RING_SLOTS * kSlot);
-    stream_warp_rows<GROUP, ROW_TILES, TOKEN_TILES, SUPER_STEPS, RING_SLOTS, X_MODE, false, false, WHOLE, PITCH>(
+    stream_warp_rows<GROUP, ROW_TILES, TOKEN_TILES, SUPER_STEPS, RING_SLOTS, X_MODE, false, false, WHOLE, PITCH, PAIR>(
         x, m, k, packed, scales, bias, n, out, row0, chunk * (8 * TOKEN_TILES), ring, nullptr);
 }
 
@@ -409,8 +428,12 @@ rad_error_t launch_stream(const ApplyArgs &a, const ApplyPlan &p)
     if (p.whole_super) {
 #if defined(RADIANCE_KERNEL_VARIANTS)
         if (p.row_tiles == 1 && p.x_mode == kXClamp && a.k % (128 * kSuperSteps) == 0 && !p.pitch_rows)
-            kernel = g128 ? apply_stream_kernel<128, 1, kTokenTiles, kSuperSteps, kRingSlots, kXClamp, true>
-                          : apply_stream_kernel<256, 1, kTokenTiles, kSuperSteps, kRingSlots, kXClamp, true>;
+            kernel = g128 ? (p.pair_copy ? apply_stream_kernel<128, 1, kTokenTiles, kSuperSteps, kRingSlots, kXClamp, true,
+                                                               false, true>
+                                         : apply_stream_kernel<128, 1, kTokenTiles, kSuperSteps, kRingSlots, kXClamp, true>)
+                          : (p.pair_copy ? apply_stream_kernel<256, 1, kTokenTiles, kSuperSteps, kRingSlots, kXClamp, true,
+                                                               false, true>
+                                         : apply_stream_kernel<256, 1, kTokenTiles, kSuperSteps, kRingSlots, kXClamp, true>);
         if (p.row_tiles == 1 && p.x_mode == kXClamp && a.k % (128 * kSuperSteps) == 0 && p.pitch_rows) {
             kernel = g128 ? apply_stream_kernel<128, 1, kTokenTiles, kSuperSteps, kRingSlots, kXClamp, true, true>
                           : apply_stream_kernel<256, 1, kTokenTiles, kSuperSteps, kRingSlots, kXClamp, true, true>;
@@ -524,7 +547,7 @@ constexpr int kSplitKTokenTiles = 2;
 constexpr int kSplitKSlot = 32 * kSplitKTokenTiles * 4 * 4; /* per warp: a lane's fp32 sums, 2 tiles x 4 */
 constexpr int kSplitKBars = 2 * 8;                          /* per warp: full and empty mbarriers */
 
-template <int GROUP, bool CHAIN, bool WHOLE>
+template <int GROUP, bool CHAIN, bool WHOLE, bool PAIR = false>
 __global__ void __launch_bounds__(kStreamXsMaxWarps * 32, 1)
 apply_stream_split_k_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const int32_t *__restrict__ packed,
                             const uint16_t *__restrict__ scales, const uint16_t *__restrict__ bias, int64_t n,
@@ -575,7 +598,7 @@ apply_stream_split_k_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k
         const int64_t next = u + clusters * warps;
         chain.next_row0 = next < units ? next * 16 : -1;
         float part[kTiles * 4];
-        stream_warp_rows<GROUP, 1, kTiles, kSuper, kSlots, kXShared, true, CHAIN, WHOLE>(
+        stream_warp_rows<GROUP, 1, kTiles, kSuper, kSlots, kXShared, true, CHAIN, WHOLE, false, PAIR>(
             x, m, k, packed, scales, bias, n, out, u * 16, 0, ring, xs, step0, ksteps, part, &chain);
         if (rank == 1) {
             if (it > 0) rad_cluster_mbarrier_wait(empty, (it - 1) & 1); /* block 0 has read the last unit's */
@@ -644,10 +667,13 @@ rad_error_t launch_stream_split_k(const ApplyArgs &a, const ApplyPlan &p)
     const bool chain = p.chain_units;
     /* whole super-steps in each half (k % 1024 == 0, as on the heads this is for): no step tested */
     const bool whole = a.k % (2 * 128 * 4) == 0;
-    if (a.group == 128)
+    if (p.pair_copy && whole) { /* the copies of streampitch's lane pairs into the swizzled ring */
+        if (a.group == 128) kernel = chain ? apply_stream_split_k_kernel<128, true, true, true> : nullptr;
+        if (a.group == 256) kernel = chain ? apply_stream_split_k_kernel<256, true, true, true> : nullptr;
+    } else if (a.group == 128)
         kernel = chain ? (whole ? apply_stream_split_k_kernel<128, true, true> : apply_stream_split_k_kernel<128, true, false>)
                        : (whole ? apply_stream_split_k_kernel<128, false, true> : apply_stream_split_k_kernel<128, false, false>);
-    if (a.group == 256)
+    else if (a.group == 256)
         kernel = chain ? (whole ? apply_stream_split_k_kernel<256, true, true> : apply_stream_split_k_kernel<256, true, false>)
                        : (whole ? apply_stream_split_k_kernel<256, false, true> : apply_stream_split_k_kernel<256, false, false>);
     if (kernel == nullptr || p.blocks < 2 || p.blocks % 2 != 0 || a.k % (2 * a.group) != 0)
