@@ -23,6 +23,10 @@
  *
  * apply_stream_xs_kernel (path kStreamSharedX) runs the same warp body with the activations in
  * shared memory, one block per SM; the planner takes it where they fit (plan_stream_shared_x).
+ * apply_stream_split_k_kernel (benchmark build, not planned yet; plan_stream_split_k) runs it for 16
+ * tokens with k split over a cluster of two such blocks. The benchmark build also holds M = 1
+ * kernels with fewer instructions per super-step (stream_warp_rows' WHOLE, PITCH and PAIR flags):
+ * docs/PERF_LOG.md, "9-16 tokens by split k, and the M = 1 diet".
  */
 #include "apply_common.h"
 #include "apply_paths.h"
