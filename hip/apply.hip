@@ -227,6 +227,7 @@ enum {
     kStreamPair = 46,  /* kStreamWhole, a row per lane pair of copies into the swizzled ring */
     kStreamSplitKPair = 47, /* kStreamSplitKChain with kStreamPair's copies (k % 1024 == 0) */
     kStreamSplitKPair2c = 48,
+    kStreamXsPair = 49, /* kStreamXs (at least 8 warps), k % 512 == 0, with kStreamPair's copies */
     kVariants = 60
 };
 
@@ -276,6 +277,10 @@ int variant_plan(const ApplyArgs &a, int variant, ApplyPlan *p)
         p->token_tiles = 1;
         p->x_mode = variant == kStreamSkipX ? kXSkip : kXClamp;
         ok = big_groups;
+        break;
+    case kStreamXsPair:
+        ok = big_groups && a.k % 512 == 0 && plan_stream_shared_x(a, 1, 4, 8, false, p);
+        p->pair_copy = true;
         break;
     case kStreamXs:
     case kStreamXsBal:

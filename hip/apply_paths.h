@@ -78,8 +78,8 @@ struct ApplyPlan {
      * 4-step super-steps */
     bool whole_super;
     bool pitch_rows; /* with whole_super: a lane pair copies a row, rows padded in the ring (PITCH) */
-    /* kStream with whole_super, kStreamSharedX with k_parts 2 (k % 1024 == 0): a lane pair copies a
-     * row into the swizzled ring (PAIR) */
+    /* kStream with whole_super, kStreamSharedX (k % 512 == 0; with k_parts 2, k % 1024 == 0): a lane
+     * pair copies a row into the swizzled ring (PAIR), benchmark build */
     bool pair_copy;
     /* kWgmma: tokens per block (8 .. 128), WgmmaCopy, 64-row halves per warpgroup (1: four
      * warpgroups; 2: two, ping-pong), running scale (128 tokens) */

@@ -482,8 +482,9 @@ constexpr int kStreamXsRingSlots = 2;
  * 16. A load of the warp reads at most 512 contiguous bytes: 4 shared-memory wavefronts, where 8
  * tokens' rows in global memory touch 16 L1 lines. Tokens past m are zeros (and not read: see
  * stream_warp_rows). Built with TOKEN_TILES 1, SUPER_STEPS 4 only (docs/PERF_LOG.md, run 26:
- * 203.9 against 234.3 us at 8 tokens; the 16-token instances lost to the wgmma kernel, run 31). */
-template <int GROUP, int ROW_TILES, int TOKEN_TILES, int SUPER_STEPS, int RING_SLOTS>
+ * 203.9 against 234.3 us at 8 tokens; the 16-token instances lost to the wgmma kernel, run 31). PAIR
+ * (benchmark build, k % 512 == 0): stream_warp_rows' WHOLE and PAIR. */
+template <int GROUP, int ROW_TILES, int TOKEN_TILES, int SUPER_STEPS, int RING_SLOTS, bool PAIR = false>
 __global__ void __launch_bounds__(kStreamXsMaxWarps * 32, 1)
 apply_stream_xs_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const int32_t *__restrict__ packed,
                        const uint16_t *__restrict__ scales, const uint16_t *__restrict__ bias, int64_t n,
@@ -508,8 +509,8 @@ apply_stream_xs_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, con
     unsigned char *ring = smem + warp * (RING_SLOTS * StreamSmem<ROW_TILES, SUPER_STEPS>::slot);
     for (int64_t u = (int64_t)blockIdx.x * warps + warp; u < units; u += (int64_t)gridDim.x * warps) {
         __syncwarp(); /* every lane is done with the ring (the last unit's reads) before it refills */
-        stream_warp_rows<GROUP, ROW_TILES, TOKEN_TILES, SUPER_STEPS, RING_SLOTS, kXShared>(
-            x, m, k, packed, scales, bias, n, out, u * (16 * ROW_TILES), 0, ring, xs);
+        stream_warp_rows<GROUP, ROW_TILES, TOKEN_TILES, SUPER_STEPS, RING_SLOTS, kXShared, false, false, PAIR, false,
+                         PAIR>(x, m, k, packed, scales, bias, n, out, u * (16 * ROW_TILES), 0, ring, xs);
     }
 #endif
 }
@@ -521,6 +522,15 @@ rad_error_t launch_stream_xs(const ApplyArgs &a, const ApplyPlan &p)
                    uint16_t *) = nullptr;
     if (a.group == 128) kernel = apply_stream_xs_kernel<128, 1, TOKEN_TILES, SUPER_STEPS, kStreamXsRingSlots>;
     if (a.group == 256) kernel = apply_stream_xs_kernel<256, 1, TOKEN_TILES, SUPER_STEPS, kStreamXsRingSlots>;
+#if defined(RADIANCE_KERNEL_VARIANTS)
+    if (p.pair_copy) {
+        kernel = nullptr;
+        if (a.k % 512 == 0 && a.group == 128)
+            kernel = apply_stream_xs_kernel<128, 1, TOKEN_TILES, SUPER_STEPS, kStreamXsRingSlots, true>;
+        if (a.k % 512 == 0 && a.group == 256)
+            kernel = apply_stream_xs_kernel<256, 1, TOKEN_TILES, SUPER_STEPS, kStreamXsRingSlots, true>;
+    }
+#endif
     if (kernel == nullptr) return (rad_error_t)RADIANCE_GPU_EINVAL;
     rad_error_t err = rad_func_set_max_dynamic_smem(kernel, p.smem);
     if (err != RAD_SUCCESS) return err;

@@ -46,12 +46,13 @@ VARIANTS = {"auto": 0, "vector": 1, "mma1x1": 2, "tile2x2": 3, "tile2x4": 4, "ti
             "wgpipe32": 13, "wgpipe64": 14, "wgpipers128": 15, "wgpipe16": 16, "wgquad8": 17, "wgquad16": 18,
             "wgquad32": 19, "streamskipx": 20, "streamxs": 21, "streamxsbal": 24,
             "streamsplitk": 40, "streamsplitk2c": 41, "streamsplitkc": 42, "streamsplitkc2c": 43,
-            "streamwhole": 44, "streampitch": 45, "streampair": 46, "streamsplitkp": 47, "streamsplitkp2c": 48}
+            "streamwhole": 44, "streampitch": 45, "streampair": 46, "streamsplitkp": 47, "streamsplitkp2c": 48,
+            "streamxsp": 49}
 # which variants the timing mode tries per m on the first head (the others get "auto" only)
 TIME_VARIANTS = {
     1: "auto,stream,streamxs,streamwhole,streampitch,streampair",
     4: "auto,streamskipx,streamxs,streamxsbal",
-    8: "auto,wgquad8,stream,streamxsbal",
+    8: "auto,wgquad8,stream,streamxsbal,streamxsp",
     12: "auto,wgquad16,streamsplitk,streamsplitkc,streamsplitkp",
     16: "auto,wgquad16,wgpipe16,streamsplitk,streamsplitkc,streamsplitkp",
     32: "auto,wgpipe32",
