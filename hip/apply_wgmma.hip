@@ -474,7 +474,7 @@ apply_wgmma_ws_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, cons
     const int nsteps = (int)(kw / kStepWords);
     /* tile p of the cluster (p = cluster index, + clusters, ...) is row block CL (p / token_chunks)
      * + rank and token chunk p % token_chunks: the blocks of a cluster share the tokens */
-    const unsigned rank = CL > 1 ? rad_cluster_rank() : 0u;
+    const unsigned rank = CL > 1 ? rad_cluster_ctarank() : 0u;
     const int64_t cluster0 = blockIdx.x / CL, clusters = gridDim.x / CL;
 
     if (tid < S) {
@@ -560,7 +560,9 @@ apply_wgmma_ws_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, cons
                 if (CL == 1) rad_mbarrier_arrive(emptybar + (base0 + s) % S);
                 else
 #pragma unroll
-                    for (int c = 0; c < CL; c++) rad_mbarrier_arrive_cluster(emptybar + (base0 + s) % S, (unsigned)c);
+                    for (int c = 0; c < CL; c++)
+                        rad_cluster_mbarrier_arrive_remote(rad_cluster_map(
+                            (unsigned)__cvta_generic_to_shared(emptybar + (base0 + s) % S), (unsigned)c));
             }
         };
         auto build = [&](const unsigned char *st, uint32_t (&a)[8][4]) __attribute__((always_inline)) {

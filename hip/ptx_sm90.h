@@ -76,27 +76,6 @@ __device__ __forceinline__ void rad_tma_load_2d(void *smem, const rad_tma_desc_t
                  "l"(desc), "r"(col), "r"(row), "r"(b)
                  : "memory");
 }
-/* Thread block clusters: this block's rank in its cluster, and a barrier of every thread of the
- * cluster (release / acquire: shared-memory writes before it are seen by the other blocks after). */
-__device__ __forceinline__ unsigned rad_cluster_rank()
-{
-    unsigned r;
-    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
-    return r;
-}
-__device__ __forceinline__ void rad_cluster_sync()
-{
-    asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
-}
-/* One arrival on the mbarrier at the same shared-memory offset in block `cta` of the cluster. */
-__device__ __forceinline__ void rad_mbarrier_arrive_cluster(uint64_t *bar, unsigned cta)
-{
-    const unsigned a = (unsigned)__cvta_generic_to_shared(bar);
-    asm volatile("{\n.reg .b32 remote;\nmapa.shared::cluster.u32 remote, %0, %1;\n"
-                 "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n}" ::"r"(a),
-                 "r"(cta)
-                 : "memory");
-}
 /* rad_tma_load_2d into the same shared-memory offset of every block of the cluster in cta_mask,
  * completing its bytes on each one's mbarrier at bar's offset. */
 __device__ __forceinline__ void rad_tma_load_2d_multicast(void *smem, const rad_tma_desc_t *desc, int col, int row,
@@ -211,6 +190,73 @@ __device__ __forceinline__ void rad_wgmma_rs(float (&d)[112], const uint32_t a[4
         "{%112, %113, %114, %115}, %116, p, 1, 1, 0;\n}\n"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(accumulate));
+}
+#endif
+
+/* Thread-block clusters (sm_90, no 'a' needed): the block's rank in its cluster, the cluster
+ * barrier, a shared-memory address of this block mapped to another block of the cluster, a 16-byte
+ * store there that completes on that block's mbarrier, and the mbarrier operations whose other side is in the other block (init, an arrival
+ * on another block's barrier that releases this thread's earlier accesses to the cluster, and a
+ * wait that acquires what the arriving threads released). Addresses are shared-window addresses
+ * (__cvta_generic_to_shared; mapped ones in the cluster window). RAD_HAS_CLUSTER says whether the
+ * current device pass has them. */
+#if defined(RAD_CUDA) && defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900)
+#define RAD_HAS_CLUSTER 1
+__device__ __forceinline__ unsigned rad_cluster_ctarank()
+{
+    unsigned r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+    return r;
+}
+__device__ __forceinline__ void rad_cluster_sync()
+{
+    asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+__device__ __forceinline__ unsigned rad_cluster_map(unsigned smem, unsigned rank)
+{
+    unsigned r;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(smem), "r"(rank));
+    return r;
+}
+/* 16 bytes into another block's shared memory, completing 16 bytes of transactions on its barrier
+ * cluster_bar (st.async: no fence needed before that block may read them once the barrier's phase
+ * completes, unlike a plain store followed by a release). */
+__device__ __forceinline__ void rad_cluster_store_async_16(unsigned cluster_addr, float a, float b, float c, float d,
+                                                           unsigned cluster_bar)
+{
+    asm volatile("st.async.weak.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 [%0], {%1, %2, %3, %4}, [%5];" ::"r"(
+                     cluster_addr),
+                 "r"(__float_as_uint(a)), "r"(__float_as_uint(b)), "r"(__float_as_uint(c)), "r"(__float_as_uint(d)),
+                 "r"(cluster_bar)
+                 : "memory");
+}
+/* One arrival on this block's barrier announcing `bytes` of transactions (st.async from the other
+ * block) for the current phase. */
+__device__ __forceinline__ void rad_cluster_mbarrier_arrive_expect_tx(unsigned bar, unsigned bytes)
+{
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void rad_cluster_mbarrier_init(unsigned bar, unsigned count)
+{
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void rad_cluster_fence_mbarrier_init()
+{
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+}
+__device__ __forceinline__ void rad_cluster_mbarrier_arrive_remote(unsigned cluster_bar)
+{
+    asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(cluster_bar) : "memory");
+}
+__device__ __forceinline__ void rad_cluster_mbarrier_wait(unsigned bar, unsigned parity)
+{
+    asm volatile(
+        "{\n.reg .pred done;\n"
+        "RAD_CWAIT_%=:\n"
+        "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 done, [%0], %1;\n"
+        "@!done bra RAD_CWAIT_%=;\n}\n" ::"r"(bar),
+        "r"(parity)
+        : "memory");
 }
 #endif
 

@@ -45,14 +45,17 @@ VARIANTS = {"auto": 0, "vector": 1, "mma1x1": 2, "tile2x2": 3, "tile2x4": 4, "ti
             "streamM2": 7, "wgmma32": 8, "wgmma64": 9, "wgtma32": 10, "wgtma64": 11, "wgrs128": 12,
             "wgpipe32": 13, "wgpipe64": 14, "wgpipers128": 15, "wgpipe16": 16, "wgquad8": 17, "wgquad16": 18,
             "wgquad32": 19, "streamskipx": 20, "streamxs": 21, "streamxsbal": 24,
-            "ws3d64c2": 30, "ws2d96c2": 31, "ws3s128c2": 32, "ws2s160c2": 33, "ws2s192c2": 34, "ws2s224c2": 35, "ws2s256c2": 36, "ws2d64c1": 37, "ws2d64c2": 38, "ws3d64c1": 39, "ws2d128c1": 60, "ws2d128c2": 61, "ws2s128c2": 62, "ws3s128c1": 63, "ws3s160c2": 64, "ws2d192c2": 65, "ws2s256c1": 66, "ws2d256c2": 67}
+            "ws3d64c2": 30, "ws2d96c2": 31, "ws3s128c2": 32, "ws2s160c2": 33, "ws2s192c2": 34, "ws2s224c2": 35, "ws2s256c2": 36, "ws2d64c1": 37, "ws2d64c2": 38, "ws3d64c1": 39, "ws2d128c1": 60, "ws2d128c2": 61, "ws2s128c2": 62, "ws3s128c1": 63, "ws3s160c2": 64, "ws2d192c2": 65, "ws2s256c1": 66, "ws2d256c2": 67,
+            "streamsplitk": 40, "streamsplitk2c": 41, "streamsplitkc": 42, "streamsplitkc2c": 43,
+            "streamwhole": 44, "streampitch": 45, "streampair": 46, "streamsplitkp": 47, "streamsplitkp2c": 48,
+            "streamxsp": 49}
 # which variants the timing mode tries per m on the first head (the others get "auto" only)
 TIME_VARIANTS = {
-    1: "auto,stream,streamxs",
+    1: "auto,stream,streamxs,streamwhole,streampitch,streampair",
     4: "auto,streamskipx,streamxs,streamxsbal",
-    8: "auto,wgquad8,stream,streamxsbal",
-    12: "auto,wgquad16",
-    16: "auto,wgquad16,wgpipe16",
+    8: "auto,wgquad8,stream,streamxsbal,streamxsp",
+    12: "auto,wgquad16,streamsplitk,streamsplitkc,streamsplitkp",
+    16: "auto,wgquad16,wgpipe16,streamsplitk,streamsplitkc,streamsplitkp",
     32: "auto,wgpipe32",
     48: "auto,ws2d64c2",
     64: "auto,wgtma64,ws2d64c1,ws2d64c2,ws3d64c1",
