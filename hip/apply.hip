@@ -217,7 +217,11 @@ enum {
     kStreamXs = 21,
     /* 22, 23: streamxs2, streamxs2ss2 (16 tokens, deleted: docs/PERF_LOG.md, run 31) */
     kStreamXsBal = 24,
-    kVariants = 25
+    /* 50-59: the vector kernel (apply_vector.hip, apply_vector_v2.hip) */
+    kVector2 = 50,      /* the round-2 kernel */
+    kVectorDeep = 51,   /* two steps of words in flight (8 tokens: 8 warps per SM) */
+    kVectorStaged = 52, /* activations staged per row block even where all of k fits */
+    kVariants = 60
 };
 
 /* The wgmma kernel with exactly this copy mode, or false where it cannot run here. */
@@ -246,8 +250,11 @@ int variant_plan(const ApplyArgs &a, int variant, ApplyPlan *p)
         *p = make_plan(a, g_test_refuse.load(std::memory_order_relaxed));
         return 0;
     }
-    if (variant == kVector) {
+    if (variant == kVector || variant == kVectorDeep || variant == kVectorStaged) {
         p->path = ApplyPath::kVector;
+        p->vector_config = variant == kVectorDeep     ? (int)VectorConfig::kDeep
+                           : variant == kVectorStaged ? (int)VectorConfig::kStaged
+                                                      : (int)VectorConfig::kLibrary;
         return 0;
     }
     if (per_device_cached<rad_device_sm>() < 80) return RADIANCE_GPU_ENOFIT;
@@ -303,6 +310,7 @@ extern "C" int radiance_gpu_apply_variant(int variant, const uint16_t *x, int64_
     const int bad = check_args(x, m, k, packed, scales, bias, n, group_size, out);
     if (bad != 0 || m == 0 || n == 0) return bad;
     const ApplyArgs a = {x, m, k, packed, scales, bias, n, group_size, out, (rad_stream_t)stream};
+    if (variant == kVector2) return (int)launch_vector_v2(a);
     ApplyPlan p;
     const int err = variant_plan(a, variant, &p);
     if (err != 0) return err;

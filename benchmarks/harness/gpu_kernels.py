@@ -44,12 +44,15 @@ ENOFIT = -2
 VARIANTS = {"auto": 0, "vector": 1, "mma1x1": 2, "tile2x2": 3, "tile2x4": 4, "tile2x8": 5, "stream": 6,
             "streamM2": 7, "wgmma32": 8, "wgmma64": 9, "wgtma32": 10, "wgtma64": 11, "wgrs128": 12,
             "wgpipe32": 13, "wgpipe64": 14, "wgpipers128": 15, "wgpipe16": 16, "wgquad8": 17, "wgquad16": 18,
-            "wgquad32": 19, "streamskipx": 20, "streamxs": 21, "streamxsbal": 24}
+            "wgquad32": 19, "streamskipx": 20, "streamxs": 21, "streamxsbal": 24,
+            # the vector kernel (hip/apply_vector.hip; "vector" is the library's): the round-2 kernel
+            # (apply_vector_v2.hip), two steps of words in flight, activations staged per row block
+            "vector2": 50, "vectordeep": 51, "vectorstaged": 52}
 # which variants the timing mode tries per m on the first head (the others get "auto" only)
 TIME_VARIANTS = {
-    1: "auto,stream,streamxs",
+    1: "auto,stream,streamxs,vector,vector2,vectordeep",
     4: "auto,streamskipx,streamxs,streamxsbal",
-    8: "auto,wgquad8,stream,streamxsbal",
+    8: "auto,wgquad8,stream,streamxsbal,vector,vector2,vectordeep",
     12: "auto,wgquad16",
     16: "auto,wgquad16,wgpipe16",
     32: "auto,wgpipe32",
@@ -331,6 +334,10 @@ def check_apply(L, rng, torch, failures, big=False, only="", skip=""):
     cases.append((64, 45, 192))
     cases.append((32, 123, 32))
     cases.append((64, 130, 64 * 7))
+    # the vector kernels only: more rows than their grid covers at once (each block loops over row
+    # blocks, the activations staged once per block), n not a multiple of a block's rows
+    vector_only = {(128, 40009, 256), (32, 20011, 576)}
+    cases.extend(sorted(vector_only))
     only_set, skip_set = set(filter(None, only.split(","))), set(filter(None, skip.split(",")))
     unknown = (only_set | skip_set) - set(VARIANTS)
     if unknown:
@@ -370,8 +377,10 @@ def check_apply(L, rng, torch, failures, big=False, only="", skip=""):
             xt = torch.from_numpy(xb.view(np.int16)).cuda()
             bt = None if bb is None else torch.from_numpy(bb.view(np.int16)).cuda()
             for vname, v in variants:
-                if vname == "vector" and m > 64 and k > 2048:
+                if vname.startswith("vector") and m > 64 and k > 2048:
                     continue  # slow path, covered at smaller sizes
+                if (group, n, k) in vector_only and not vname.startswith("vector"):
+                    continue
                 out = torch.full((m, n), -1, dtype=torch.int16, device="cuda")  # 0xFFFF: NaN
                 tag = f"apply {vname} G={group} n={n} k={k} m={m} bias={use_bias}"
                 try:
