@@ -1,139 +1,148 @@
 /*
  * apply_vector.hip - the vector path of apply: fp32 FMAs on the vector (CUDA) cores, every AMD
- * target's path today and NVIDIA's before sm_80; any m, any group size, any k.
+ * target's path below the WMMA crossover (CDNA at every m) and NVIDIA's before sm_80; any m, any
+ * group size, any k.
  *
- * The cost per weight must not grow with the tokens of a call up to a tile (docs/PERF_LOG.md,
- * "The vector kernel and the AMD budget"), so:
- *  - a block stages the activations of a tile of T tokens once, as fp32, in shared memory (LDS),
- *    k in stages of at most kStageFloats / T columns so that k = 8192+ fits;
- *  - each 32 lanes (a wave32, or half a wave64) own kRows rows; a lane reads 16 bytes (4 words,
- *    32 columns) of each row per step, 32 lanes 512 contiguous bytes, the next step's words and
- *    their scales prefetched (a scale loaded at its use cost a memory round trip per step);
- *  - each word is decoded once into fp32 dequantized weights q * s (exact: a bf16 scale times a
- *    4-bit integer needs 12 significant bits) for all T tokens and kRows rows, so the work per
- *    weight is about 2.4 instructions of decoding shared by T tokens plus one FMA per token;
- *  - the weights are read once per tile: m > T loops over tiles, re-reading a block's rows
- *    (80 KB at k = 5120) soon enough that L2 / the last-level cache serves the repeats.
- * Numerics as the other paths: bf16 activations times dequantized weights, fp32 accumulation
- * (one accumulator per lane, then a tree across the 32 lanes), bias added, rounded to bf16.
+ * The cost per weight must not grow with the tokens of a call up to a tile, and at 8 tokens the
+ * fp32 FMAs alone are 8 instructions per weight, so everything else is kept off the loop
+ * (docs/PERF_LOG.md, "The vector kernel, round 3"):
+ *  - the activations of a tile of T tokens are staged once, as fp32, in shared memory (LDS):
+ *    all of k where it fits in what a block may have (227 KiB on an H200, 64 KiB on AMD), once
+ *    per block for all the row blocks it visits (the grid is as large as the GPU holds at once);
+ *    else in stages of kStageFloats / T columns between two barriers, per row block;
+ *  - each 32 lanes (a wave32, or half a wave64) are 2 x 16: 16 lanes along k, 2 along rows, each
+ *    lane owning kRows rows. A lane reads 16 bytes (4 words, 32 columns) of each of its rows per
+ *    step, 16 lanes 256 contiguous bytes of a row (the H200 reads 256-byte visits at ~4.3 TB/s,
+ *    128-byte ones at ~3.9); the next D steps' words and scales are in flight;
+ *  - an activation read from LDS (16 bytes, 4 columns of one token) feeds kRows FMAs, and the two
+ *    row lanes of a column read the same address (a broadcast), so a warp's read is 2 LDS
+ *    wavefronts (the 16 k-lanes' 256 bytes) instead of 4: the LDS pipe stays under half the FMA
+ *    pipe's time even at 8 tokens;
+ *  - each word is decoded once into fp32 dequantized weights q * s for all T tokens (exact: a bf16
+ *    scale times a 4-bit integer needs 12 significant bits): ~2.4 instructions per weight shared by
+ *    T tokens, then one FMA per weight and token;
+ *  - m > T loops over tiles of T.
+ * Numerics as the other paths: bf16 activations times dequantized weights, fp32 accumulation (one
+ * accumulator per lane, row and token, then a tree across the 16 k-lanes), bias added, rounded to
+ * bf16.
  */
 #include "apply_common.h"
 #include "apply_paths.h"
+#include "runtime.h"
 
 namespace radiance {
 namespace {
 
-constexpr int kVecThreads = 256;
-constexpr int kLanes = 32; /* lanes sharing a row: the unit is the same for wave32 and wave64 */
-constexpr int kRows = 4;   /* rows per 32 lanes */
-constexpr int kBlockRows = kVecThreads / kLanes * kRows;
-constexpr int kStepCols = kLanes * 32;  /* columns of a row that 32 lanes read in one step */
-constexpr int kStageFloats = 8192;      /* tokens x columns staged at once: 36 KB with the pad */
-constexpr int kChunkFloats = 36;        /* LDS floats per 32-column chunk: 4 of pad, so that the
-                                           16-byte reads of 8 consecutive lanes hit all 32 banks */
-constexpr int kMaxTokens = kStageFloats / kStepCols; /* 8: a stage spans at least one step */
+constexpr int kUnit = 32;     /* lanes that work together: a wave32, or half a wave64 */
+constexpr int kKLanes = 16;   /* lanes of a unit along k */
+constexpr int kRowLanes = kUnit / kKLanes;
+constexpr int kRows = 4;      /* rows per lane: an LDS read of activations feeds kRows FMAs */
+constexpr int kUnitRows = kRowLanes * kRows;
+constexpr int kStepCols = kKLanes * 32; /* columns of a row that a unit reads per step */
+constexpr int kChunkFloats = 36; /* LDS floats per 32-column chunk: 4 of pad, so that the 16-byte
+                                    reads of 8 consecutive k-lanes hit all 32 banks */
+constexpr int kStageFloats = 8192; /* tokens x columns of a stage where all of k does not fit */
+constexpr int kMaxTokens = 8;
 
-static_assert(kRows * kMaxTokens <= kLanes, "one lane writes each (row, token) sum");
+static_assert((kStageFloats / kMaxTokens) % kStepCols == 0, "a stage boundary is a step boundary");
+static_assert(kRows * kMaxTokens <= 2 * kKLanes, "a k-lane writes at most two (row, token) sums");
 
-/* Columns per stage for a tile of T tokens: all of k where it fits, else a multiple of a step. */
-template <int T>
-constexpr int stage_cols() { return kStageFloats / T; }
-
-/* Whether a load still in flight lets a barrier pass. NVIDIA: yes, bar.sync waits for no load
- * (only a use of its register does), so the next step's words and a stage's activations are
- * loaded before the barriers and travel while the block waits there. AMD: __syncthreads carries
- * a workgroup release fence, which may wait for the wave's outstanding loads (it must where the
- * waves of a workgroup do not share a cache: RDNA's WGP mode), so the order stays as it was
- * (stage first, then the next words; not run on AMD hardware either way). */
-#if defined(RAD_CUDA)
-constexpr bool kLoadsOutliveBarrier = true;
+/* Launch shapes per tile of T tokens: D steps of words in flight, THREADS per block, MINB blocks
+ * per multiprocessor that the register budget must allow (NVIDIA; HIP: VEC_MIN_BLOCKS). Config 0
+ * is the library's; the others are benchmark variants (radiance_gpu_apply_variant). */
+template <int T, int CFG>
+struct VecShape;
+/* 0 (NVIDIA): 24 warps per SM at 1 token (85 registers: 48 KB of words in flight per SM at one
+ * step ahead), 16 at 2 and 4 (128), 12 at 8 (168: 32 accumulators, 32 decoded weights, 32 words) */
+template <> struct VecShape<1, 0> { static constexpr int D = 1, THREADS = 256, MINB = 3; };
+template <> struct VecShape<2, 0> { static constexpr int D = 1, THREADS = 256, MINB = 2; };
+template <> struct VecShape<4, 0> { static constexpr int D = 1, THREADS = 256, MINB = 2; };
+#if defined(RAD_HIP)
+/* 384 threads are 6 wave64 on a CDNA CU's 4 SIMDs: two on some, which halves their registers
+ * (gfx942 then parked ~90 in AGPRs) */
+template <> struct VecShape<8, 0> { static constexpr int D = 1, THREADS = 256, MINB = 1; };
 #else
-constexpr bool kLoadsOutliveBarrier = false;
+template <> struct VecShape<8, 0> { static constexpr int D = 1, THREADS = 384, MINB = 1; };
+#endif
+#if defined(RADIANCE_KERNEL_VARIANTS)
+/* 1: two steps in flight at 1-4 tokens (16 warps per SM, 64 KB in flight; 8 warps at 4 tokens,
+ * whose 128 registers spilled); 8 warps at 8 tokens */
+template <> struct VecShape<1, 1> { static constexpr int D = 2, THREADS = 256, MINB = 2; };
+template <> struct VecShape<2, 1> { static constexpr int D = 2, THREADS = 256, MINB = 2; };
+template <> struct VecShape<4, 1> { static constexpr int D = 2, THREADS = 256, MINB = 1; };
+template <> struct VecShape<8, 1> { static constexpr int D = 1, THREADS = 256, MINB = 1; };
 #endif
 
-/* A stage is one pass of kStageLoads 16-byte loads per thread (T * cols <= kStageFloats). */
-constexpr int kStageLoads = kStageFloats / 8 / kVecThreads;
-static_assert(kStageLoads * kVecThreads * 8 == kStageFloats, "a stage is one pass of kStageLoads loads");
+/* The second __launch_bounds__ argument. HIP reads it as waves per SIMD (EU), not blocks per
+ * CU, and any bound above 1 made clang-19 park registers in gfx942's AGPRs (41-66 of them, ~46
+ * v_accvgpr moves per step at 1 token); the LDS of a block bounds the blocks per CU anyway. */
+#if defined(RAD_HIP)
+#define VEC_MIN_BLOCKS(minb) ((minb) < 1 ? (minb) : 1)
+#else
+#define VEC_MIN_BLOCKS(minb) (minb)
+#endif
 
-/* Load q of this thread of x[t0 .. t0 + T)[col .. col + cols) as bf16 (zeros past m and past
- * the stage). 8 columns = one 16-byte load; cols is a multiple of 32. */
-template <int T>
-__device__ __forceinline__ rad_u32x4 fetch_activations(const uint16_t *__restrict__ x, int64_t m, int64_t k,
-                                                       int64_t t0, int64_t col, int cols, int q)
-{
-    const int units = cols / 8, idx = threadIdx.x + q * kVecThreads;
-    const int t = idx / units, u = idx - t * units;
-    rad_u32x4 v = {0u, 0u, 0u, 0u};
-    if (idx < T * units && t0 + t < m) v = rad_load_cached_16_now(x + (t0 + t) * k + col + 8 * u);
-    return v;
-}
-
-/* Load q of this thread, as fp32, into xs (token-major, chunks of 32 columns padded to
- * kChunkFloats). */
-template <int T>
-__device__ __forceinline__ void store_activations(float *xs, int xstride, rad_u32x4 v, int cols, int q)
-{
-    const int units = cols / 8, idx = threadIdx.x + q * kVecThreads;
-    if (idx >= T * units) return;
-    const int t = idx / units, u = idx - t * units;
-    const uint32_t p[4] = {v.x, v.y, v.z, v.w};
-    float f[8];
-#pragma unroll
-    for (int j = 0; j < 4; j++) {
-        f[2 * j] = rad_bits_to_float(p[j] << 16);
-        f[2 * j + 1] = rad_bits_to_float(p[j] & 0xffff0000u);
-    }
-    float4 *d = (float4 *)(xs + t * xstride + (u / 4) * kChunkFloats + (u % 4) * 8);
-    d[0] = make_float4(f[0], f[1], f[2], f[3]);
-    d[1] = make_float4(f[4], f[5], f[6], f[7]);
-}
-
-/* The activations x[t0 .. t0 + T)[col .. col + cols) as fp32 into xs, between two barriers (the
- * first: every lane is done with the previous stage). Where loads outlive a barrier, all of a
- * thread's loads are issued before the first: one trip to L2 per stage instead of one per load,
- * made while the block waits there (ptxas sinks ld.global.nc below a bar.sync:
- * rad_load_cached_16_now). */
-template <int T>
+/* The activations x[t0 .. t0 + T)[col .. col + cols) as fp32 into xs (token-major, xstride floats
+ * apart; chunks of 32 columns padded to kChunkFloats), zeros for tokens past m; between two
+ * barriers (the first: every lane is done with the previous stage). cols is a multiple of 32. */
+template <int T, int THREADS>
 __device__ __forceinline__ void stage_activations(float *xs, int xstride, const uint16_t *__restrict__ x,
                                                   int64_t m, int64_t k, int64_t t0, int64_t col, int cols)
 {
-    if constexpr (kLoadsOutliveBarrier) {
-        rad_u32x4 v[kStageLoads];
+    constexpr int B = T >= 4 ? 1 : 4 / T; /* 16-byte loads per token in flight per thread */
+    const int units = cols / 8;           /* 16-byte units per token */
+    __syncthreads();
+    for (int u0 = threadIdx.x; u0 < units; u0 += B * THREADS) {
+        rad_u32x4 v[T][B];
 #pragma unroll
-        for (int q = 0; q < kStageLoads; q++) v[q] = fetch_activations<T>(x, m, k, t0, col, cols, q);
-        __syncthreads();
+        for (int t = 0; t < T; t++)
 #pragma unroll
-        for (int q = 0; q < kStageLoads; q++) store_activations<T>(xs, xstride, v[q], cols, q);
-    } else {
-        __syncthreads();
-        for (int q = 0; q < kStageLoads; q++)
-            store_activations<T>(xs, xstride, fetch_activations<T>(x, m, k, t0, col, cols, q), cols, q);
+            for (int b = 0; b < B; b++) {
+                const int u = u0 + b * THREADS;
+                v[t][b] = rad_u32x4{0u, 0u, 0u, 0u};
+                if (u < units && t0 + t < m) v[t][b] = rad_load_cached_16_now(x + (t0 + t) * k + col + 8 * u);
+            }
+#pragma unroll
+        for (int t = 0; t < T; t++)
+#pragma unroll
+            for (int b = 0; b < B; b++) {
+                const int u = u0 + b * THREADS;
+                if (u >= units) continue;
+                const uint32_t p[4] = {v[t][b].x, v[t][b].y, v[t][b].z, v[t][b].w};
+                float f[8];
+#pragma unroll
+                for (int j = 0; j < 4; j++) {
+                    f[2 * j] = rad_bits_to_float(p[j] << 16);
+                    f[2 * j + 1] = rad_bits_to_float(p[j] & 0xffff0000u);
+                }
+                float4 *d = (float4 *)(xs + t * xstride + (u / 4) * kChunkFloats + (u % 4) * 8);
+                d[0] = make_float4(f[0], f[1], f[2], f[3]);
+                d[1] = make_float4(f[4], f[5], f[6], f[7]);
+            }
     }
     __syncthreads();
 }
 
-/* One step's 16 bytes of each of the lane's rows and the scales of those 32 columns (zeros past
- * the end of k and for rows past n: the first `rows` rows exist). Rows are kw words and ng scales
- * apart from wrow and srow. The scales travel with the words, a step ahead of their use: loaded
- * where they are used, each step waited a memory round trip (a row's scales are 1/64 of its
- * bytes, but a new sector nearly every step) that the prefetched words were meant to hide. */
-__device__ __forceinline__ void load_words(rad_u32x4 (&w)[kRows], uint32_t (&sc)[kRows], const int32_t *wrow,
-                                           const uint16_t *srow, int64_t kw, int64_t ng, int rows, int c,
-                                           int chunks, int group_shift)
+/* Chunk c (4 words, 32 columns) of each of the lane's rows and its scale (32 columns never
+ * straddle a group). Loads are never predicated (a predicated load makes the compiler keep and
+ * copy the registers' old values): a chunk past the end of k reads the row's last chunk, whose
+ * FMAs the lane then skips. wo[r] and so[r]: the lane's rows from wp and sp (a row past n reads
+ * the lane's first row, or the matrix's last where the lane has none; its sums are never
+ * written). */
+__device__ __forceinline__ void load_words(rad_u32x4 (&w)[kRows], uint32_t (&sc)[kRows], const int32_t *wp,
+                                           const uint16_t *sp, const int (&wo)[kRows], const int (&so)[kRows],
+                                           int c, int chunks, int group_shift)
 {
+    const int cc = c < chunks ? c : chunks - 1;
+    const int g = (32 * cc) >> group_shift;
 #pragma unroll
     for (int r = 0; r < kRows; r++) {
-        w[r] = rad_u32x4{0u, 0u, 0u, 0u};
-        sc[r] = 0u;
-        if (c < chunks && r < rows) {
-            w[r] = rad_load_stream_16(wrow + r * kw + 4 * c);
-            /* 32 columns never straddle a group */
-            sc[r] = srow[r * ng + ((32 * c) >> group_shift)];
-        }
+        w[r] = rad_load_stream_16(wp + (wo[r] + 4 * cc));
+        sc[r] = sp[so[r] + g];
     }
 }
 
-/* acc[r][t] += the lane's 32 columns (chunk c) of row r against token t; xl: the chunk in LDS. */
+/* acc[r][t] += the lane's 32 columns of row r against token t; xl: those columns of token 0 in LDS. */
 template <int T>
 __device__ __forceinline__ void fma_chunk(float (&acc)[kRows][T], const rad_u32x4 (&w)[kRows],
                                           const uint32_t (&sc)[kRows], const float *xl, int xstride)
@@ -142,8 +151,7 @@ __device__ __forceinline__ void fma_chunk(float (&acc)[kRows][T], const rad_u32x
     float s[kRows], off[kRows];
 #pragma unroll
     for (int r = 0; r < kRows; r++) {
-        /* rows past n: scale 0, zero weights, never written */
-        s[r] = rad_bf16_to_float(sc[r]);
+        s[r] = rad_bf16_to_float(sc[r]); /* a row past n: another row's, its sums never written */
         /* (b + q + 8) * s - (b + 8) * s = q * s: the product and the sum are exact (q * s and
          * (b + 8) * s need at most 13 significant bits), so the FMA's one rounding changes nothing */
         off[r] = -(float)(RAD_BYTE_FLOAT_BIAS + RAD_NIBBLE_ZERO) * s[r];
@@ -175,108 +183,167 @@ __device__ __forceinline__ void fma_chunk(float (&acc)[kRows][T], const rad_u32x
     }
 }
 
-/* WAVE only matters to the compiler's view of the shuffles: the kernel works in units of 32
- * lanes, whole wave32s or the halves of a wave64 (xor masks below 32 stay inside a half). */
-template <int WAVE, int T>
-__device__ __forceinline__ void apply_vector_tiles(const uint16_t *__restrict__ x, int64_t m, int64_t k,
-                                                   const int32_t *__restrict__ packed,
-                                                   const uint16_t *__restrict__ scales,
-                                                   const uint16_t *__restrict__ bias, int64_t n, int group,
-                                                   int kc, uint16_t *__restrict__ out, float *xs)
+/* One pass over k of the lane's kRows rows (from row `first`, `rows` of them that exist, <= 0 past
+ * n) for the tokens t0 .. t0 + T: the sums written to out. STAGED: the activations are staged here,
+ * stage by stage (kc columns each); else xs holds all of k for this tile. */
+template <int T, int D, int THREADS, bool STAGED>
+__device__ __forceinline__ void rows_pass(const uint16_t *__restrict__ x, int64_t m, int64_t k,
+                                          const int32_t *__restrict__ packed, const uint16_t *__restrict__ scales,
+                                          const uint16_t *__restrict__ bias, int64_t n, int group_shift, int kc,
+                                          uint16_t *__restrict__ out, float *xs, int xstride, int64_t first,
+                                          int64_t t0)
 {
-    static_assert(WAVE % kLanes == 0, "a wave holds whole 32-lane units");
-    const int lane = threadIdx.x % kLanes;
-    const int64_t kw = k / 8, ng = k / group;
-    const int chunks = (int)(k / 32), steps = (int)((k + kStepCols - 1) / kStepCols);
-    const int group_shift = group == 32 ? 5 : group == 64 ? 6 : group == 128 ? 7 : 8; /* RAD_GROUP_OK */
-    const int xstride = (kc / 32) * kChunkFloats;
-    const int64_t row_blocks = (n + kBlockRows - 1) / kBlockRows;
-    for (int64_t rb = blockIdx.x; rb < row_blocks; rb += gridDim.x) {
-        const int64_t row0 = rb * kBlockRows + (threadIdx.x / kLanes) * kRows;
-        const int rows = n - row0 < kRows ? (int)(n - row0) : kRows; /* <= 0 past n */
-        const int32_t *wrow = packed + (rows > 0 ? row0 : 0) * kw;
-        const uint16_t *srow = scales + (rows > 0 ? row0 : 0) * ng;
-        for (int64_t t0 = 0; t0 < m; t0 += T) {
-            float acc[kRows][T];
+    const int kl = threadIdx.x % kKLanes;
+    const int kw = (int)(k / 8), ng = (int)(k >> group_shift), chunks = (int)(k / 32);
+    const int steps = (int)((k + kStepCols - 1) / kStepCols);
+    const int rows = n - first < kRows ? (int)(n - first) : kRows; /* <= 0 past n */
+    /* the lane's rows from wp and sp (load_words) */
+    const int64_t base_row = rows > 0 ? first : n - 1;
+    const int32_t *wp = packed + base_row * kw;
+    const uint16_t *sp = scales + base_row * ng;
+    int wo[kRows], so[kRows];
 #pragma unroll
-            for (int r = 0; r < kRows; r++)
+    for (int r = 0; r < kRows; r++) {
+        const int rr = r < rows ? r : 0;
+        wo[r] = rr * kw;
+        so[r] = rr * ng;
+    }
+    float acc[kRows][T];
 #pragma unroll
-                for (int t = 0; t < T; t++) acc[r][t] = 0.0f;
-            rad_u32x4 cur[kRows], nxt[kRows];
-            uint32_t cur_sc[kRows], nxt_sc[kRows];
-            load_words(cur, cur_sc, wrow, srow, kw, ng, rows, lane, chunks, group_shift);
-            int in_stage = 0; /* columns of this stage before step j */
-            for (int j = 0; j < steps; j++, in_stage += kStepCols) {
-                const int64_t col = (int64_t)j * kStepCols;
-                if (in_stage == kc) in_stage = 0;
-                /* the next step's words (NVIDIA: before a stage, their trip to memory overlapping its
-                 * barriers) */
-                const int next_c = (j + 1) * kLanes + lane, next_chunks = j + 1 < steps ? chunks : 0;
-                if (kLoadsOutliveBarrier)
-                    load_words(nxt, nxt_sc, wrow, srow, kw, ng, rows, next_c, next_chunks, group_shift);
-                if (in_stage == 0)
-                    stage_activations<T>(xs, xstride, x, m, k, t0, col, (int)(k - col < kc ? k - col : kc));
-                if (!kLoadsOutliveBarrier)
-                    load_words(nxt, nxt_sc, wrow, srow, kw, ng, rows, next_c, next_chunks, group_shift);
-                const int c = j * kLanes + lane;
-                if (c < chunks)
-                    fma_chunk<T>(acc, cur, cur_sc, xs + (in_stage / 32 + lane) * kChunkFloats, xstride);
+    for (int r = 0; r < kRows; r++)
 #pragma unroll
-                for (int r = 0; r < kRows; r++) {
-                    cur[r] = nxt[r];
-                    cur_sc[r] = nxt_sc[r];
+        for (int t = 0; t < T; t++) acc[r][t] = 0.0f;
+    rad_u32x4 buf[D][kRows];
+    uint32_t sbuf[D][kRows];
+#pragma unroll
+    for (int d = 0; d < D; d++) load_words(buf[d], sbuf[d], wp, sp, wo, so, d * kKLanes + kl, chunks, group_shift);
+    int stage_c0 = 0, stage_left = 0; /* STAGED: the stage's first chunk, its steps not yet run */
+    for (int j = 0; j < steps; j += D) {
+#pragma unroll
+        for (int d = 0; d < D; d++) {
+            const int jj = j + d;
+            if (jj >= steps) break; /* the same for every thread: no barrier is skipped by some */
+            if (STAGED) {
+                if (stage_left == 0) {
+                    const int64_t col = (int64_t)jj * kStepCols;
+                    stage_activations<T, THREADS>(xs, xstride, x, m, k, t0, col, (int)(k - col < kc ? k - col : kc));
+                    stage_c0 = jj * kKLanes;
+                    stage_left = (kc + kStepCols - 1) / kStepCols;
                 }
+                stage_left--;
             }
+            rad_u32x4 w[kRows];
+            uint32_t sc[kRows];
 #pragma unroll
-            for (int r = 0; r < kRows; r++)
-#pragma unroll
-                for (int t = 0; t < T; t++) {
-                    float v = acc[r][t];
-#pragma unroll
-                    for (int h = kLanes / 2; h >= 1; h /= 2) v += rad_shfl_xor(v, h);
-                    if (lane == r * T + t && row0 + r < n && t0 + t < m)
-                        out[(t0 + t) * n + row0 + r] = out_bf16(v, bias, row0 + r);
-                }
+            for (int r = 0; r < kRows; r++) {
+                w[r] = buf[d][r];
+                sc[r] = sbuf[d][r];
+            }
+            load_words(buf[d], sbuf[d], wp, sp, wo, so, (jj + D) * kKLanes + kl, chunks, group_shift);
+            const int c = jj * kKLanes + kl;
+            if (c < chunks) fma_chunk<T>(acc, w, sc, xs + (c - stage_c0) * kChunkFloats, xstride);
         }
     }
+#pragma unroll
+    for (int r = 0; r < kRows; r++)
+#pragma unroll
+        for (int t = 0; t < T; t++) {
+            float v = acc[r][t];
+#pragma unroll
+            for (int h = kKLanes / 2; h >= 1; h /= 2) v += rad_shfl_xor(v, h);
+            if (kl == (r * T + t) % kKLanes && r < rows && t0 + t < m)
+                out[(t0 + t) * n + first + r] = out_bf16(v, bias, first + r);
+        }
 }
 
-/* NVIDIA: two blocks per SM (128 registers) where that needs no spill; the 8-token tile's 32
- * accumulators and 32 decoded weights per lane need more (at 128 it spilled). HIP reads the
- * second argument as waves per SIMD, a bound these kernels meet anyway. */
-template <int T>
-__global__ void __launch_bounds__(kVecThreads, T < kMaxTokens ? 2 : 1)
+/* kc: columns staged at once: all of k (!STAGED: once per tile and block), or kStageFloats / T
+ * (a multiple of kStepCols) or k where that is less (STAGED: per row block). */
+template <int T, class S, bool STAGED> /* S: VecShape<T, config> (HIP's __launch_bounds__ takes no commas) */
+__global__ void __launch_bounds__(S::THREADS, VEC_MIN_BLOCKS(S::MINB))
 apply_vector_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const int32_t *__restrict__ packed,
                     const uint16_t *__restrict__ scales, const uint16_t *__restrict__ bias, int64_t n, int group,
                     int kc, uint16_t *__restrict__ out)
 {
+    static_assert(RAD_WAVE % kUnit == 0, "a wave holds whole 32-lane units; xor masks below 16 stay in one");
     extern __shared__ float4 vector_xs[];
-    apply_vector_tiles<RAD_WAVE, T>(x, m, k, packed, scales, bias, n, group, kc, out, (float *)vector_xs);
+    float *xs = (float *)vector_xs;
+    constexpr int kBlockRows = S::THREADS / kUnit * kUnitRows;
+    const int group_shift = group == 32 ? 5 : group == 64 ? 6 : group == 128 ? 7 : 8; /* RAD_GROUP_OK */
+    const int xstride = (kc / 32) * kChunkFloats;
+    const int64_t row_blocks = (n + kBlockRows - 1) / kBlockRows;
+    const int lane_row = (threadIdx.x / kUnit) * kUnitRows + (threadIdx.x % kUnit) / kKLanes * kRows;
+    if (STAGED) {
+        for (int64_t rb = blockIdx.x; rb < row_blocks; rb += gridDim.x)
+            for (int64_t t0 = 0; t0 < m; t0 += T)
+                rows_pass<T, S::D, S::THREADS, true>(x, m, k, packed, scales, bias, n, group_shift, kc, out, xs,
+                                                     xstride, rb * kBlockRows + lane_row, t0);
+    } else {
+        /* all of k in LDS: staged once per tile for every row block of this block */
+        for (int64_t t0 = 0; t0 < m; t0 += T) {
+            stage_activations<T, S::THREADS>(xs, xstride, x, m, k, t0, 0, (int)k);
+            for (int64_t rb = blockIdx.x; rb < row_blocks; rb += gridDim.x)
+                rows_pass<T, S::D, S::THREADS, false>(x, m, k, packed, scales, bias, n, group_shift, kc, out, xs,
+                                                      xstride, rb * kBlockRows + lane_row, t0);
+        }
+    }
 }
 
-template <int T>
-rad_error_t launch_tokens(const ApplyArgs &a)
+template <int T, int CFG, bool STAGED>
+rad_error_t launch_kernel(const ApplyArgs &a, int kc, size_t smem)
 {
-    /* all of k in one stage where it fits; else stages of a whole number of steps */
-    const int kc = a.k < stage_cols<T>() ? (int)a.k : stage_cols<T>();
-    const size_t smem = (size_t)T * (kc / 32) * kChunkFloats * sizeof(float);
+    typedef VecShape<T, CFG> S;
+    constexpr int kBlockRows = S::THREADS / kUnit * kUnitRows;
+    auto kernel = apply_vector_kernel<T, S, STAGED>;
+    if (smem > 48 * 1024) {
+        const rad_error_t err = rad_func_set_max_dynamic_smem(kernel, (int)smem);
+        if (err != RAD_SUCCESS) return err;
+    }
     int64_t blocks = (a.n + kBlockRows - 1) / kBlockRows;
-    if (blocks > (1 << 20)) blocks = 1 << 20; /* the blocks loop over row blocks */
-    apply_vector_kernel<T><<<(unsigned)blocks, kVecThreads, smem, a.stream>>>(a.x, a.m, a.k, a.packed, a.scales,
-                                                                             a.bias, a.n, a.group, kc, a.out);
+    /* no more blocks than run at once: each stages the activations once for all its row blocks */
+    int per_sm = 0;
+    if (rad_occupancy_blocks_per_sm(&per_sm, kernel, S::THREADS, smem) == RAD_SUCCESS && per_sm > 0) {
+        const int64_t resident = (int64_t)per_sm * per_device_cached<rad_sm_count>();
+        if (blocks > resident) blocks = resident;
+    } else {
+        (void)rad_get_last_error();
+    }
+    if (blocks > (1 << 20)) blocks = 1 << 20;
+    kernel<<<(unsigned)blocks, S::THREADS, smem, a.stream>>>(a.x, a.m, a.k, a.packed, a.scales, a.bias, a.n, a.group,
+                                                             kc, a.out);
     return rad_get_last_error();
+}
+
+/* force_staged: stage per row block even where all of k fits (a benchmark variant) */
+template <int T, int CFG>
+rad_error_t launch_tokens(const ApplyArgs &a, bool force_staged)
+{
+    const int64_t resident_bytes = (int64_t)T * (a.k / 32) * kChunkFloats * (int64_t)sizeof(float);
+    if (!force_staged && resident_bytes <= per_device_cached<rad_smem_optin>())
+        return launch_kernel<T, CFG, false>(a, (int)a.k, (size_t)resident_bytes);
+    const int kc = a.k < kStageFloats / T ? (int)a.k : kStageFloats / T;
+    return launch_kernel<T, CFG, true>(a, kc, (size_t)T * (kc / 32) * kChunkFloats * sizeof(float));
+}
+
+template <int CFG>
+rad_error_t launch_config(const ApplyArgs &a, bool force_staged)
+{
+    /* the smallest tile that holds m: the FMAs of tokens past m are wasted work */
+    if (a.m == 1) return launch_tokens<1, CFG>(a, force_staged);
+    if (a.m == 2) return launch_tokens<2, CFG>(a, force_staged);
+    if (a.m <= 4) return launch_tokens<4, CFG>(a, force_staged);
+    return launch_tokens<kMaxTokens, CFG>(a, force_staged);
 }
 
 } // namespace
 
-rad_error_t launch_vector(const ApplyArgs &a, const ApplyPlan &)
+rad_error_t launch_vector(const ApplyArgs &a, const ApplyPlan &p)
 {
-    static_assert(stage_cols<kMaxTokens>() % kStepCols == 0, "a stage boundary is a step boundary");
-    /* the smallest tile that holds m: the FMAs of tokens past m are wasted work */
-    if (a.m == 1) return launch_tokens<1>(a);
-    if (a.m == 2) return launch_tokens<2>(a);
-    if (a.m <= 4) return launch_tokens<4>(a);
-    return launch_tokens<kMaxTokens>(a);
+#if defined(RADIANCE_KERNEL_VARIANTS)
+    if (p.vector_config == (int)VectorConfig::kDeep) return launch_config<1>(a, false);
+    if (p.vector_config == (int)VectorConfig::kStaged) return launch_config<0>(a, true);
+#endif
+    (void)p;
+    return launch_config<0>(a, false);
 }
 
 } // namespace radiance

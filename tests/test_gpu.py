@@ -387,13 +387,33 @@ def test_apply_gpu_shared_x_equals_stream_kernel_bit_for_bit(m, k, group_size):
 
 
 # The vector kernel (hip/apply_vector.hip) by the same hook: every tile of tokens it plans (1, 2, 4
-# and 8, with m past a multiple of 8 and many tiles), every group size, and k that ends inside a
-# 1024-column step (576, 1376, 32), one column chunk past a stage of activations (2080: the 4-token
-# tile stages 2048 columns; 8320: the 1-token tile stages 8192) and past 8192 (9216).
+# and 8, with m past a multiple of 8 and many tiles), every group size, k that ends inside a
+# 512-column step (576, 1376, 32), and both ways of holding the activations on an H200: all of k in
+# shared memory (to about 6300 columns at 8 tokens, 12600 at 4, 25000 at 2, 50000 at 1) or in
+# stages per row block, a stage ending one chunk before k (8320: the 8-token tile stages 1024
+# columns; 13344 at 4 tokens: 2048) and past 8192 (9216).
 @pytest.mark.parametrize("m", [1, 2, 3, 8, 9, 17, 64, 130])
 @pytest.mark.parametrize(
     "k, group_size",
-    [(32, 32), (576, 64), (1376, 32), (2080, 32), (1280, 256), (5120, 128), (8320, 128), (9216, 256)],
+    [(32, 32), (576, 64), (1376, 32), (2080, 32), (1280, 256), (5120, 128), (8320, 128), (9216, 256),
+     (13344, 32)],
 )
 def test_apply_gpu_vector_kernel_matches_float64(m, k, group_size):
     test_apply_gpu_fallback_paths_match_float64(NO_MMA, m, k, group_size)
+
+
+# More rows than the vector kernel's grid covers at once (an H200 holds 25344 rows' worth of its
+# blocks at 1 token, 12672 at 8): each block loops over row blocks, the activations staged once per
+# block and tile; n not a multiple of a block's rows.
+@pytest.mark.parametrize("m", [1, 2, 4, 8, 9, 17])
+@pytest.mark.parametrize("k, group_size", [(256, 128), (576, 32)])
+def test_apply_gpu_vector_kernel_many_row_blocks(m, k, group_size):
+    rng, seed = fresh_rng()
+    n = int(rng.integers(40000, 60000)) | 1
+    w = weights(rng, n, k, "outliers").astype(BF16)
+    packed, scales = radiance.quantize_rows(w, group_size)
+    x = (rng.standard_normal((m, k)) * 2).astype(BF16)
+    bias = rng.standard_normal(n).astype(BF16) if m % 2 else None
+    got = apply_with_flags(NO_MMA, x, packed, scales, bias, group_size, n).astype(np.float64)
+    assert np.isfinite(got).all(), f"unwritten outputs (seed {seed})"
+    assert_within_bf16_of_float64(got, x, packed, scales, group_size, bias, seed)

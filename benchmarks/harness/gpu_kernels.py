@@ -48,12 +48,15 @@ VARIANTS = {"auto": 0, "vector": 1, "mma1x1": 2, "tile2x2": 3, "tile2x4": 4, "ti
             "ws3d64c2": 30, "ws2d96c2": 31, "ws3s128c2": 32, "ws2s160c2": 33, "ws2s192c2": 34, "ws2s224c2": 35, "ws2s256c2": 36, "ws2d64c1": 37, "ws2d64c2": 38, "ws3d64c1": 39, "ws2d128c1": 60, "ws2d128c2": 61, "ws2s128c2": 62, "ws3s128c1": 63, "ws3s160c2": 64, "ws2d192c2": 65, "ws2s256c1": 66, "ws2d256c2": 67,
             "streamsplitk": 40, "streamsplitk2c": 41, "streamsplitkc": 42, "streamsplitkc2c": 43,
             "streamwhole": 44, "streampitch": 45, "streampair": 46, "streamsplitkp": 47, "streamsplitkp2c": 48,
-            "streamxsp": 49}
+            "streamxsp": 49,
+            # the vector kernel (hip/apply_vector.hip; "vector" is the library's): the round-2 kernel
+            # (apply_vector_v2.hip), two steps of words in flight, activations staged per row block
+            "vector2": 50, "vectordeep": 51, "vectorstaged": 52}
 # which variants the timing mode tries per m on the first head (the others get "auto" only)
 TIME_VARIANTS = {
-    1: "auto,stream,streamxs,streamwhole,streampitch,streampair",
+    1: "auto,stream,streamxs,streamwhole,streampitch,streampair,vector,vector2,vectordeep",
     4: "auto,streamskipx,streamxs,streamxsbal",
-    8: "auto,wgquad8,stream,streamxsbal,streamxsp",
+    8: "auto,wgquad8,stream,streamxsbal,streamxsp,vector,vector2,vectordeep",
     12: "auto,wgquad16,streamsplitk,streamsplitkc,streamsplitkp",
     16: "auto,wgquad16,wgpipe16,streamsplitk,streamsplitkc,streamsplitkp",
     32: "auto,wgpipe32",
@@ -340,6 +343,10 @@ def check_apply(L, rng, torch, failures, big=False, only="", skip=""):
     cases.append((64, 45, 192))
     cases.append((32, 123, 32))
     cases.append((64, 130, 64 * 7))
+    # the vector kernels only: more rows than their grid covers at once (each block loops over row
+    # blocks, the activations staged once per block), n not a multiple of a block's rows
+    vector_only = {(128, 40009, 256), (32, 20011, 576)}
+    cases.extend(sorted(vector_only))
     only_set, skip_set = set(filter(None, only.split(","))), set(filter(None, skip.split(",")))
     unknown = (only_set | skip_set) - set(VARIANTS)
     if unknown:
@@ -379,8 +386,10 @@ def check_apply(L, rng, torch, failures, big=False, only="", skip=""):
             xt = torch.from_numpy(xb.view(np.int16)).cuda()
             bt = None if bb is None else torch.from_numpy(bb.view(np.int16)).cuda()
             for vname, v in variants:
-                if vname == "vector" and m > 64 and k > 2048:
+                if vname.startswith("vector") and m > 64 and k > 2048:
                     continue  # slow path, covered at smaller sizes
+                if (group, n, k) in vector_only and not vname.startswith("vector"):
+                    continue
                 out = torch.full((m, n), -1, dtype=torch.int16, device="cuda")  # 0xFFFF: NaN
                 tag = f"apply {vname} G={group} n={n} k={k} m={m} bias={use_bias}"
                 try:
