@@ -12,7 +12,9 @@
  *     (m <= 6 or k < 2048), G >= 128
  *   m 7-8 and k >= 2048, G >= 128, sm_90a,   wgmma, 8 tokens      apply_wgmma.hip
  *     x not fitting
- *   m 9-32, G >= 128, sm_90a                 wgmma, 16-32 tokens  apply_wgmma.hip
+ *   m 9-16, G >= 128, sm_90, the halves of   stream, k split over apply_stream.hip
+ *     x fit beside 16 warps' rings           a cluster pair
+ *   m 9-32, G >= 128, sm_90a (else)          wgmma, 16-32 tokens  apply_wgmma.hip
  *   m > 32, G >= 128, sm_90a                 wgmma, warp-         apply_wgmma.hip
  *                                            specialized, 64-256
  *                                            tokens, persistent
@@ -65,29 +67,29 @@ bool plan_wgmma(const ApplyArgs &a, int tokens, int refuse, ApplyPlan *p)
 }
 
 /* A tile of the warp-specialized wgmma kernel (apply_wgmma.hip): tokens (64 to 256 in steps of
- * 32), consumer warpgroups of 64 rows, A-fragment sets, blocks per cluster. */
+ * 32), consumer warpgroups of 64 rows, A-fragment sets, persistent blocks or one per tile. */
 struct WsTile {
-    int tokens, consumer_wgs, a_sets, cluster;
+    int tokens, consumer_wgs, a_sets;
+    bool persistent;
 };
 
 /* The library's tile for m > 32 tokens: the smallest token count in 32s that holds m (256 beyond,
  * in chunks); three consumer warpgroups where their accumulators fit in 160 registers (64 and
- * 128 tokens), two A-fragment sets where they fit beside the accumulators, clusters of two blocks
- * sharing the activations. Measured on the H200 (docs/PERF_LOG.md, seventh round); the library
- * build holds exactly these (RAD_WS_LIBRARY in apply_wgmma.hip). */
+ * 128 tokens), two A-fragment sets where they fit beside the accumulators. Measured on the H200
+ * (docs/PERF_LOG.md, seventh round); the library build holds exactly these (RAD_WS_LIBRARY in
+ * apply_wgmma.hip). */
 WsTile ws_tile(int64_t m)
 {
     const int tokens = m >= 256 ? 256 : (int)(m <= 64 ? 64 : (m + 31) / 32 * 32);
-    if (tokens == 64) return {64, 3, 2, 2};
-    if (tokens == 96) return {96, 2, 2, 2};
-    if (tokens == 128) return {128, 3, 1, 2};
-    return {tokens, 2, 1, 2};
+    if (tokens == 64) return {64, 3, 2, true};
+    if (tokens == 96) return {96, 2, 2, true};
+    if (tokens == 128) return {128, 3, 1, true};
+    return {tokens, 2, 1, false};
 }
 
-/* The warp-specialized kernel with tile `w` and its two tensor maps, encoded into p; persistent:
- * as many blocks as fit on the device at once, each looping over tiles. False where the driver
+/* The warp-specialized kernel with tile `w` and its two tensor maps, encoded into p. False where the driver
  * refuses a map (the caller then takes plan_wgmma, whose fallbacks copy without TMA). */
-bool plan_wgmma_ws(const ApplyArgs &a, WsTile w, bool persistent, int refuse, ApplyPlan *p)
+bool plan_wgmma_ws(const ApplyArgs &a, WsTile w, int refuse, ApplyPlan *p)
 {
     if ((refuse & (RADIANCE_GPU_TEST_REFUSE_XMAP | RADIANCE_GPU_TEST_REFUSE_WMAP)) ||
         rad_tma_encode_2d(&p->xmap, a.x, 2, (uint64_t)a.m, (uint64_t)a.k, w.tokens, 64, 1) != 0 ||
@@ -105,8 +107,7 @@ bool plan_wgmma_ws(const ApplyArgs &a, WsTile w, bool persistent, int refuse, Ap
     p->warp_specialized = true;
     p->consumer_wgs = w.consumer_wgs;
     p->a_sets = w.a_sets;
-    p->cluster = w.cluster;
-    p->blocks = persistent ? 1 : 0;
+    p->blocks = w.persistent ? 1 : 0;
     return true;
 }
 
@@ -174,11 +175,20 @@ ApplyPlan make_plan(const ApplyArgs &a, int refuse)
          * skip them (m = 4: 200 against 204): H200, 248320 x 5120, docs/PERF_LOG.md item 24 */
         p.path = ApplyPath::kStream;
         p.x_mode = a.m <= 2 || a.m > 6 ? kXClamp : kXSkip;
+        /* 1-2 tokens, whole 4-step super-steps: no step tested against k (m = 1: 172.8 against
+         * 182.1 us, H200, docs/PERF_LOG.md seventh round) */
+        p.whole_super = a.m <= 2 && a.k % 512 == 0;
         return p;
     }
+    /* 9-16 tokens: k split over a cluster pair of blocks, all 16 tokens' activations of each half in
+     * shared memory beside 16 warps' rings, where that fits (k <= 5296 on an H200): 241.6 / 249.7
+     * against the wgmma kernel's 248.7 / 266.1 us at 12 / 16 tokens (docs/PERF_LOG.md seventh round) */
+    if (a.m <= 16 && big_groups && !(refuse & RADIANCE_GPU_TEST_NO_SHARED_X) &&
+        plan_stream_split_k(a, kSharedXMinWarps, &p))
+        return p;
     /* more than 32 tokens: the warp-specialized kernel with the smallest wgmma n that holds m (256
      * beyond), where both tensor maps are granted (seventh round, docs/PERF_LOG.md) */
-    if (a.m > 32 && wgmma() && plan_wgmma_ws(a, ws_tile(a.m), true, refuse, &p)) return p;
+    if (a.m > 32 && wgmma() && plan_wgmma_ws(a, ws_tile(a.m), refuse, &p)) return p;
     const int tokens = a.m <= 16 ? 16 : a.m <= 32 ? 32 : a.m <= 64 ? 64 : 128;
     if (wgmma() && plan_wgmma(a, tokens, refuse, &p)) return p;
     p.path = ApplyPath::kTile;
@@ -269,18 +279,18 @@ enum {
     kStreamXs = 21,
     /* 22, 23: streamxs2, streamxs2ss2 (16 tokens, deleted: docs/PERF_LOG.md, run 31) */
     kStreamXsBal = 24,
-    /* 30-39, 60-67: the warp-specialized wgmma kernel (docs/PERF_LOG.md, seventh round), named
-     * ws<consumer warpgroups><s: one A-fragment set, d: two><tokens>c<cluster>; all persistent */
-    kWs3d64c2 = 30,
-    kWs2d96c2 = 31,
-    kWs3s128c2 = 32,
-    kWs2s160c2 = 33,
-    kWs2s192c2 = 34,
-    kWs2s224c2 = 35,
-    kWs2s256c2 = 36,
-    kWs2d64c1 = 37,
-    kWs2d64c2 = 38,
-    kWs3d64c1 = 39,
+    /* 30-39, 60-68: the warp-specialized wgmma kernel (docs/PERF_LOG.md, seventh round), named
+     * ws<consumer warpgroups><s: one A-fragment set, d: two><tokens><p: persistent, n: a block per tile> */
+    kWs3d64p = 30,
+    kWs3d64n = 31,
+    kWs2d64p = 32,
+    kWs2d96p = 33,
+    kWs2d96n = 34,
+    kWs3s128p = 35,
+    kWs3s128n = 36,
+    kWs2d128p = 37,
+    kWs2s160p = 38,
+    kWs2s160n = 39,
     /* 40-49: the stream kernel's 9-16-token and M = 1 experiments (issue 14, 2026-12-01) */
     kStreamSplitK = 40,
     kStreamSplitK2c = 41, /* kStreamSplitK on 2 clusters: many units per warp at the check's sizes */
@@ -296,14 +306,15 @@ enum {
     kVector2 = 50,      /* the round-2 kernel */
     kVectorDeep = 51,   /* two steps of words in flight (8 tokens: 8 warps per SM) */
     kVectorStaged = 52, /* activations staged per row block even where all of k fits */
-    kWs2d128c1 = 60,
-    kWs2d128c2 = 61,
-    kWs2s128c2 = 62,
-    kWs3s128c1 = 63,
-    kWs3s160c2 = 64,
-    kWs2d192c2 = 65,
-    kWs2s256c1 = 66,
-    kWs2d256c2 = 67,
+    kWs3s160p = 60,
+    kWs3s160n = 61,
+    kWs2s192p = 62,
+    kWs2s192n = 63,
+    kWs2s224p = 64,
+    kWs2s224n = 65,
+    kWs2s256p = 66,
+    kWs2s256n = 67,
+    kWs2d256n = 68,
     kVariants = 70
 };
 
@@ -324,11 +335,10 @@ bool variant_wgmma(const ApplyArgs &a, int tokens, int copy, int halves, ApplyPl
     return true;
 }
 
-/* The warp-specialized wgmma kernel with exactly this tile (persistent), or false where it cannot
- * run here. */
+/* The warp-specialized wgmma kernel with exactly this tile, or false where it cannot run here. */
 bool variant_ws(const ApplyArgs &a, WsTile w, ApplyPlan *p)
 {
-    return a.group >= 128 && wgmma_built() && plan_wgmma_ws(a, w, true, 0, p);
+    return a.group >= 128 && wgmma_built() && plan_wgmma_ws(a, w, 0, p);
 }
 
 /* The plan of a variant: 0, RADIANCE_GPU_ENOFIT where the variant cannot run here (no mma.sync,
@@ -412,24 +422,25 @@ int variant_plan(const ApplyArgs &a, int variant, ApplyPlan *p)
     case kWgQuad8: ok = variant_wgmma(a, 8, kCopyTma, 1, p); break;
     case kWgQuad16: ok = variant_wgmma(a, 16, kCopyTma, 1, p); break;
     case kWgQuad32: ok = variant_wgmma(a, 32, kCopyTma, 1, p); break;
-    case kWs3d64c2: ok = variant_ws(a, {64, 3, 2, 2}, p); break;
-    case kWs2d96c2: ok = variant_ws(a, {96, 2, 2, 2}, p); break;
-    case kWs3s128c2: ok = variant_ws(a, {128, 3, 1, 2}, p); break;
-    case kWs2s160c2: ok = variant_ws(a, {160, 2, 1, 2}, p); break;
-    case kWs2s192c2: ok = variant_ws(a, {192, 2, 1, 2}, p); break;
-    case kWs2s224c2: ok = variant_ws(a, {224, 2, 1, 2}, p); break;
-    case kWs2s256c2: ok = variant_ws(a, {256, 2, 1, 2}, p); break;
-    case kWs2d64c1: ok = variant_ws(a, {64, 2, 2, 1}, p); break;
-    case kWs2d64c2: ok = variant_ws(a, {64, 2, 2, 2}, p); break;
-    case kWs3d64c1: ok = variant_ws(a, {64, 3, 2, 1}, p); break;
-    case kWs2d128c1: ok = variant_ws(a, {128, 2, 2, 1}, p); break;
-    case kWs2d128c2: ok = variant_ws(a, {128, 2, 2, 2}, p); break;
-    case kWs2s128c2: ok = variant_ws(a, {128, 2, 1, 2}, p); break;
-    case kWs3s128c1: ok = variant_ws(a, {128, 3, 1, 1}, p); break;
-    case kWs3s160c2: ok = variant_ws(a, {160, 3, 1, 2}, p); break;
-    case kWs2d192c2: ok = variant_ws(a, {192, 2, 2, 2}, p); break;
-    case kWs2s256c1: ok = variant_ws(a, {256, 2, 1, 1}, p); break;
-    case kWs2d256c2: ok = variant_ws(a, {256, 2, 2, 2}, p); break;
+    case kWs3d64p: ok = variant_ws(a, {64, 3, 2, true}, p); break;
+    case kWs3d64n: ok = variant_ws(a, {64, 3, 2, false}, p); break;
+    case kWs2d64p: ok = variant_ws(a, {64, 2, 2, true}, p); break;
+    case kWs2d96p: ok = variant_ws(a, {96, 2, 2, true}, p); break;
+    case kWs2d96n: ok = variant_ws(a, {96, 2, 2, false}, p); break;
+    case kWs3s128p: ok = variant_ws(a, {128, 3, 1, true}, p); break;
+    case kWs3s128n: ok = variant_ws(a, {128, 3, 1, false}, p); break;
+    case kWs2d128p: ok = variant_ws(a, {128, 2, 2, true}, p); break;
+    case kWs2s160p: ok = variant_ws(a, {160, 2, 1, true}, p); break;
+    case kWs2s160n: ok = variant_ws(a, {160, 2, 1, false}, p); break;
+    case kWs3s160p: ok = variant_ws(a, {160, 3, 1, true}, p); break;
+    case kWs3s160n: ok = variant_ws(a, {160, 3, 1, false}, p); break;
+    case kWs2s192p: ok = variant_ws(a, {192, 2, 1, true}, p); break;
+    case kWs2s192n: ok = variant_ws(a, {192, 2, 1, false}, p); break;
+    case kWs2s224p: ok = variant_ws(a, {224, 2, 1, true}, p); break;
+    case kWs2s224n: ok = variant_ws(a, {224, 2, 1, false}, p); break;
+    case kWs2s256p: ok = variant_ws(a, {256, 2, 1, true}, p); break;
+    case kWs2s256n: ok = variant_ws(a, {256, 2, 1, false}, p); break;
+    case kWs2d256n: ok = variant_ws(a, {256, 2, 2, false}, p); break;
     default: return RADIANCE_GPU_EINVAL;
     }
     return ok ? 0 : RADIANCE_GPU_ENOFIT;

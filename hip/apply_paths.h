@@ -94,11 +94,10 @@ struct ApplyPlan {
     bool running_scale;
     /* kWgmma: the warp-specialized kernel (apply_wgmma.hip): a producer warpgroup and consumer_wgs
      * consumer warpgroups of 64 rows, a_sets A-fragment sets (2: the next step's built while the
-     * current one's wgmmas run), clusters of `cluster` blocks sharing the activations by TMA
-     * multicast, 64-256 tokens in steps of 32, both tensor maps (the weights' boxes 64
-     * consumer_wgs rows); `blocks` > 0: persistent, as many clusters as fit at once */
+     * current one's wgmmas run), 64-256 tokens in steps of 32, both tensor maps (the weights' boxes
+     * 64 consumer_wgs rows); `blocks` > 0: persistent, one block per SM looping over tiles */
     bool warp_specialized;
-    int consumer_wgs, a_sets, cluster;
+    int consumer_wgs, a_sets;
     /* kStreamSharedX: steps per ring slot, warps per block, blocks (at most one per SM), dynamic
      * shared memory bytes (the rings and the activations), all from plan_stream_shared_x */
     int super_step, warps, blocks, smem;

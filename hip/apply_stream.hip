@@ -430,6 +430,9 @@ rad_error_t launch_stream(const ApplyArgs &a, const ApplyPlan &p)
     if (a.group != 128 && a.group != 256) return (rad_error_t)RADIANCE_GPU_EINVAL;
     int smem = kStreamWarps * kRingSlots * 16 * p.row_tiles * 64 * kSuperSteps; /* StreamSmem */
     if (p.whole_super) {
+        if (p.row_tiles == 1 && p.x_mode == kXClamp && a.k % (128 * kSuperSteps) == 0 && !p.pitch_rows && !p.pair_copy)
+            kernel = g128 ? apply_stream_kernel<128, 1, kTokenTiles, kSuperSteps, kRingSlots, kXClamp, true>
+                          : apply_stream_kernel<256, 1, kTokenTiles, kSuperSteps, kRingSlots, kXClamp, true>;
 #if defined(RADIANCE_KERNEL_VARIANTS)
         if (p.row_tiles == 1 && p.x_mode == kXClamp && a.k % (128 * kSuperSteps) == 0 && !p.pitch_rows)
             kernel = g128 ? (p.pair_copy ? apply_stream_kernel<128, 1, kTokenTiles, kSuperSteps, kRingSlots, kXClamp, true,
@@ -540,8 +543,8 @@ rad_error_t launch_stream_xs(const ApplyArgs &a, const ApplyPlan &p)
 }
 
 
-/* 9-16 tokens, k split over a cluster of two blocks (path kStreamSharedX with k_parts 2; benchmark
- * build only until measured: docs/PERF_LOG.md, "9-16 tokens by split k"). 16 tokens' activations
+/* 9-16 tokens, k split over a cluster of two blocks (path kStreamSharedX with k_parts 2; the plan
+ * for 9-16 tokens where it fits: docs/PERF_LOG.md, "9-16 tokens by split k" and seventh round). 16 tokens' activations
  * over all of k (32 k bytes, 160 KiB at k = 5120) leave room for 8 warps' rings per SM; over half
  * of k they take 80 KiB, and 16 warps with 256-byte visits fit beside them as in
  * apply_stream_xs_kernel. So block r of the pair copies all 16 tokens (two 8-token tiles, the
@@ -556,7 +559,7 @@ rad_error_t launch_stream_xs(const ApplyArgs &a, const ApplyPlan &p)
  * units, so each warp's partner is the warp of the same index. Both blocks stay until the other has
  * done its last access to their shared memory (the closing cluster barrier). Needs k % (2 GROUP) ==
  * 0: each half holds whole steps and whole groups (plan_stream_split_k). */
-#if defined(RAD_CUDA) && defined(RADIANCE_KERNEL_VARIANTS)
+#if defined(RAD_CUDA)
 constexpr int kSplitKTokenTiles = 2;
 constexpr int kSplitKSlot = 32 * kSplitKTokenTiles * 4 * 4; /* per warp: a lane's fp32 sums, 2 tiles x 4 */
 constexpr int kSplitKBars = 2 * 8;                          /* per warp: full and empty mbarriers */
@@ -681,6 +684,7 @@ rad_error_t launch_stream_split_k(const ApplyArgs &a, const ApplyPlan &p)
     const bool chain = p.chain_units;
     /* whole super-steps in each half (k % 1024 == 0, as on the heads this is for): no step tested */
     const bool whole = a.k % (2 * 128 * 4) == 0;
+#if defined(RADIANCE_KERNEL_VARIANTS)
     if (p.pair_copy && whole) { /* the copies of streampitch's lane pairs into the swizzled ring */
         if (a.group == 128) kernel = chain ? apply_stream_split_k_kernel<128, true, true, true> : nullptr;
         if (a.group == 256) kernel = chain ? apply_stream_split_k_kernel<256, true, true, true> : nullptr;
@@ -690,6 +694,14 @@ rad_error_t launch_stream_split_k(const ApplyArgs &a, const ApplyPlan &p)
     else if (a.group == 256)
         kernel = chain ? (whole ? apply_stream_split_k_kernel<256, true, true> : apply_stream_split_k_kernel<256, true, false>)
                        : (whole ? apply_stream_split_k_kernel<256, false, true> : apply_stream_split_k_kernel<256, false, false>);
+#else /* the library: whole units, one at a time (streamsplitk, the measured best) */
+    if (!chain && !p.pair_copy) {
+        if (a.group == 128)
+            kernel = whole ? apply_stream_split_k_kernel<128, false, true> : apply_stream_split_k_kernel<128, false, false>;
+        if (a.group == 256)
+            kernel = whole ? apply_stream_split_k_kernel<256, false, true> : apply_stream_split_k_kernel<256, false, false>;
+    }
+#endif
     if (kernel == nullptr || p.blocks < 2 || p.blocks % 2 != 0 || a.k % (2 * a.group) != 0)
         return (rad_error_t)RADIANCE_GPU_EINVAL;
     rad_error_t err = rad_func_set_max_dynamic_smem(kernel, p.smem);
@@ -709,7 +721,7 @@ rad_error_t launch_stream_split_k(const ApplyArgs &a, const ApplyPlan &p)
     cfg.numAttrs = 1;
     return cudaLaunchKernelEx(&cfg, kernel, a.x, a.m, a.k, a.packed, a.scales, a.bias, a.n, a.out);
 }
-#endif /* RAD_CUDA && RADIANCE_KERNEL_VARIANTS */
+#endif /* RAD_CUDA */
 
 } // namespace
 
@@ -750,7 +762,7 @@ bool plan_stream_shared_x(const ApplyArgs &a, int token_tiles, int super_step, i
 
 bool plan_stream_split_k(const ApplyArgs &a, int min_warps, ApplyPlan *p)
 {
-#if defined(RAD_CUDA) && defined(RADIANCE_KERNEL_VARIANTS)
+#if defined(RAD_CUDA)
     if (a.m > 8 * kSplitKTokenTiles || (a.group != 128 && a.group != 256) || a.k % (2 * a.group) != 0) return false;
     if (per_device_cached<rad_device_sm>() < 90) return false; /* clusters */
     const int64_t per_warp = (int64_t)kStreamXsRingSlots * StreamSmem<1, 4>::slot + kSplitKSlot + kSplitKBars;
@@ -786,7 +798,7 @@ rad_error_t launch_stream_shared_x(const ApplyArgs &a, const ApplyPlan &p)
     if (p.row_tiles != 1 || p.warps < 1 || p.warps > kStreamXsMaxWarps || p.blocks < 1)
         return (rad_error_t)RADIANCE_GPU_EINVAL;
     if (p.k_parts == 2) {
-#if defined(RAD_CUDA) && defined(RADIANCE_KERNEL_VARIANTS)
+#if defined(RAD_CUDA)
         if (p.token_tiles == kSplitKTokenTiles && p.super_step == 4) return launch_stream_split_k(a, p);
 #endif
         return (rad_error_t)RADIANCE_GPU_EINVAL;

@@ -447,16 +447,15 @@ struct WsCfg {
     static constexpr bool db_fits = TOKENS / 2 + 64 + 40 <= consumer_regs;
 };
 
-template <int GROUP, int TOKENS, int CWG, bool DB, int CL>
+template <int GROUP, int TOKENS, int CWG, bool DB>
 __global__ void __launch_bounds__(128 * (CWG + 1), 1)
 apply_wgmma_ws_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const int32_t *__restrict__ packed,
                       const uint16_t *__restrict__ scales, const uint16_t *__restrict__ bias, int64_t n,
-                      uint16_t *__restrict__ out, int64_t token_chunks, int64_t cluster_tiles,
+                      uint16_t *__restrict__ out, int64_t token_chunks, int64_t tiles,
                       const RAD_GRID_CONSTANT rad_tma_desc_t xmap, const RAD_GRID_CONSTANT rad_tma_desc_t wmap)
 {
 #if defined(RAD_HAS_WGMMA)
     static_assert(GROUP >= 128, "one scale per row and step");
-    static_assert(CL == 1 || CL == 2, "clusters of one or two blocks");
     using Cfg = WsCfg<TOKENS, CWG>;
     static_assert(!DB || Cfg::db_fits, "two A-fragment sets do not fit");
     constexpr int S = Cfg::stages;
@@ -472,46 +471,33 @@ apply_wgmma_ws_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, cons
     const int tid = threadIdx.x;
     const int64_t kw = k / 8, ng = k / GROUP;
     const int nsteps = (int)(kw / kStepWords);
-    /* tile p of the cluster (p = cluster index, + clusters, ...) is row block CL (p / token_chunks)
-     * + rank and token chunk p % token_chunks: the blocks of a cluster share the tokens */
-    const unsigned rank = CL > 1 ? rad_cluster_ctarank() : 0u;
-    const int64_t cluster0 = blockIdx.x / CL, clusters = gridDim.x / CL;
 
     if (tid < S) {
         rad_mbarrier_init(fullbar + tid, 1);
-        /* one arrival per consumer warp of every block of the cluster: each one's copies land in all */
-        rad_mbarrier_init(emptybar + tid, CL * kConsumers / 32);
+        rad_mbarrier_init(emptybar + tid, kConsumers / 32); /* one arrival per consumer warp */
     }
     rad_fence_mbarrier_init();
-    if (CL > 1) rad_cluster_sync(); /* the peers' barriers exist before anyone copies or arrives */
-    else __syncthreads();
+    __syncthreads();
 
     if (tid >= kConsumers) { /* the producer warpgroup: one thread issues every step's boxes */
         rad_setmaxnreg_dec<Cfg::producer_regs>();
         if (tid == kConsumers) {
             int64_t it = 0; /* steps issued by this block, over all its tiles */
-            for (int64_t p = cluster0; p < cluster_tiles; p += clusters) {
-                const int rbase = (int)((p / token_chunks * CL + rank) * kRows);
-                const int tok0 = (int)(p % token_chunks * TOKENS);
+            for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+                const int rbase = (int)(tile / token_chunks * kRows);
+                const int tok0 = (int)(tile % token_chunks * TOKENS);
                 for (int s = 0; s < nsteps; s++, it++) {
                     const int slot = (int)(it % S);
-                    /* every block of the cluster is done with the slot: the activations go to all */
                     if (it >= S) rad_mbarrier_wait(emptybar + slot, (unsigned)(it / S - 1) & 1u);
                     unsigned char *st = smem + slot * Cfg::stage_bytes;
                     uint64_t *bar = fullbar + slot;
                     rad_mbarrier_arrive_expect_tx(bar, Cfg::stage_bytes);
                     rad_tma_load_2d(st, &wmap, s * kStepWords, rbase, bar);
-                    if (CL == 1) {
-                        rad_tma_load_2d(st + Cfg::wbytes, &xmap, s * 128, tok0, bar);
-                        rad_tma_load_2d(st + Cfg::wbytes + TOKENS * 128, &xmap, s * 128 + 64, tok0, bar);
-                    } else { /* block r copies 64-column box r of the step into every block */
-                        rad_tma_load_2d_multicast(st + Cfg::wbytes + rank * (TOKENS * 128), &xmap,
-                                                  s * 128 + 64 * (int)rank, tok0, bar, (uint16_t)((1u << CL) - 1));
-                    }
+                    rad_tma_load_2d(st + Cfg::wbytes, &xmap, s * 128, tok0, bar);
+                    rad_tma_load_2d(st + Cfg::wbytes + TOKENS * 128, &xmap, s * 128 + 64, tok0, bar);
                 }
             }
         }
-        if (CL > 1) rad_cluster_sync(); /* matches the consumers' closing barrier */
         return;
     }
     rad_setmaxnreg_inc<Cfg::consumer_regs>();
@@ -524,10 +510,10 @@ apply_wgmma_ws_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, cons
      * steps before this tile, modulo S and 2 S, kept in 32 bits) */
     int base0 = 0;
     unsigned phase0 = 0;
-    for (int64_t p = cluster0; p < cluster_tiles;
-         p += clusters, phase0 ^= (unsigned)((base0 + nsteps) / S) & 1u, base0 = (base0 + nsteps) % S) {
-        const int64_t rbase = (p / token_chunks * CL + rank) * kRows;
-        const int64_t tok0 = p % token_chunks * TOKENS;
+    for (int64_t tile = blockIdx.x; tile < tiles;
+         tile += gridDim.x, phase0 ^= (unsigned)((base0 + nsteps) / S) & 1u, base0 = (base0 + nsteps) % S) {
+        const int64_t rbase = tile / token_chunks * kRows;
+        const int64_t tok0 = tile % token_chunks * TOKENS;
         const uint16_t *srow = scales + (rbase + local0) * ng;
         unsigned sok = 0;
 #pragma unroll
@@ -556,14 +542,7 @@ apply_wgmma_ws_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, cons
             rad_mbarrier_wait(fullbar + (base0 + s) % S, phase0 ^ ((unsigned)((base0 + s) / S) & 1u));
         };
         auto release = [&](int s) __attribute__((always_inline)) {
-            if (lane == 0) {
-                if (CL == 1) rad_mbarrier_arrive(emptybar + (base0 + s) % S);
-                else
-#pragma unroll
-                    for (int c = 0; c < CL; c++)
-                        rad_cluster_mbarrier_arrive_remote(rad_cluster_map(
-                            (unsigned)__cvta_generic_to_shared(emptybar + (base0 + s) % S), (unsigned)c));
-            }
+            if (lane == 0) rad_mbarrier_arrive(emptybar + (base0 + s) % S);
         };
         auto build = [&](const unsigned char *st, uint32_t (&a)[8][4]) __attribute__((always_inline)) {
 #pragma unroll
@@ -654,122 +633,53 @@ apply_wgmma_ws_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, cons
                                           kConsumers / 32);
         asm volatile("bar.sync 1, %0;" ::"n"(kConsumers) : "memory"); /* the list is read before the next tile */
     }
-    /* no block leaves while a peer may still copy into its shared memory or arrive on its barriers */
-    if (CL > 1) rad_cluster_sync();
 #endif
 }
 
-/* The most clusters of CL blocks of this kernel that fit on the device at once (one block per SM;
- * a cluster's blocks share a GPC), asked once per process: the persistent grid. */
-template <int GROUP, int TOKENS, int CWG, bool DB, int CL>
-int ws_max_clusters(void)
-{
-    static std::atomic<int> cached{0};
-    int v = cached.load(std::memory_order_relaxed);
-    if (v > 0) return v;
-    v = rad_sm_count() / CL;
-#if defined(RAD_CUDA)
-    if (CL > 1) {
-        cudaLaunchConfig_t cfg;
-        memset(&cfg, 0, sizeof cfg);
-        cudaLaunchAttribute attr[1];
-        attr[0].id = cudaLaunchAttributeClusterDimension;
-        attr[0].val.clusterDim.x = CL;
-        attr[0].val.clusterDim.y = 1;
-        attr[0].val.clusterDim.z = 1;
-        cfg.gridDim = dim3((unsigned)(CL * v));
-        cfg.blockDim = dim3(WsCfg<TOKENS, CWG>::threads);
-        cfg.dynamicSmemBytes = WsCfg<TOKENS, CWG>::smem;
-        cfg.attrs = attr;
-        cfg.numAttrs = 1;
-        int fit = 0;
-        if (cudaOccupancyMaxActiveClusters(&fit, apply_wgmma_ws_kernel<GROUP, TOKENS, CWG, DB, CL>, &cfg) ==
-                cudaSuccess &&
-            fit > 0)
-            v = fit;
-        else
-            (void)cudaGetLastError();
-    }
-#endif
-    if (v < 1) v = 1;
-    cached.store(v, std::memory_order_relaxed);
-    return v;
-}
-
-template <int GROUP, int TOKENS, int CWG, bool DB, int CL>
+template <int GROUP, int TOKENS, int CWG, bool DB>
 rad_error_t launch_ws(const ApplyArgs &a, const ApplyPlan &p)
 {
     using Cfg = WsCfg<TOKENS, CWG>;
     const int64_t row_blocks = (a.n + Cfg::rows - 1) / Cfg::rows;
     const int64_t chunks = (a.m + TOKENS - 1) / TOKENS;
-    const int64_t cluster_tiles = (row_blocks + CL - 1) / CL * chunks;
-    if (cluster_tiles * CL > 0x7fffffffLL || a.n > 0x7fffffffLL || a.m > 0x7fffffffLL)
-        return (rad_error_t)RADIANCE_GPU_EINVAL;
+    const int64_t tiles = row_blocks * chunks;
+    if (tiles > 0x7fffffffLL || a.n > 0x7fffffffLL || a.m > 0x7fffffffLL) return (rad_error_t)RADIANCE_GPU_EINVAL;
     void (*kernel)(const uint16_t *, int64_t, int64_t, const int32_t *, const uint16_t *, const uint16_t *, int64_t,
                    uint16_t *, int64_t, int64_t, const rad_tma_desc_t, const rad_tma_desc_t) =
-        apply_wgmma_ws_kernel<GROUP, TOKENS, CWG, DB, CL>;
+        apply_wgmma_ws_kernel<GROUP, TOKENS, CWG, DB>;
     rad_error_t err = rad_func_set_max_dynamic_smem(kernel, Cfg::smem);
     if (err != RAD_SUCCESS) return err;
-    int64_t grid_clusters = cluster_tiles;
-    if (p.blocks > 0) {
-        const int64_t fit = ws_max_clusters<GROUP, TOKENS, CWG, DB, CL>();
-        if (fit < grid_clusters) grid_clusters = fit;
-    }
-    if (CL == 1) {
-        kernel<<<(unsigned)grid_clusters, Cfg::threads, Cfg::smem, a.stream>>>(
-            a.x, a.m, a.k, a.packed, a.scales, a.bias, a.n, a.out, chunks, cluster_tiles, p.xmap, p.wmap);
-        return rad_get_last_error();
-    }
-#if defined(RAD_CUDA)
-    cudaLaunchConfig_t cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = CL;
-    attr[0].val.clusterDim.y = 1;
-    attr[0].val.clusterDim.z = 1;
-    cfg.gridDim = dim3((unsigned)(grid_clusters * CL));
-    cfg.blockDim = dim3(Cfg::threads);
-    cfg.dynamicSmemBytes = Cfg::smem;
-    cfg.stream = a.stream;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
-    return cudaLaunchKernelEx(&cfg, kernel, a.x, a.m, a.k, a.packed, a.scales, a.bias, a.n, a.out, chunks,
-                              cluster_tiles, p.xmap, p.wmap);
-#else
-    return (rad_error_t)RADIANCE_GPU_EINVAL;
-#endif
+    /* persistent: one block per SM (the shared memory allows no more), each looping over tiles */
+    const int64_t sms = per_device_cached<rad_sm_count>();
+    const int64_t blocks = p.blocks > 0 && sms < tiles ? sms : tiles;
+    kernel<<<(unsigned)blocks, Cfg::threads, Cfg::smem, a.stream>>>(a.x, a.m, a.k, a.packed, a.scales, a.bias, a.n,
+                                                                    a.out, chunks, tiles, p.xmap, p.wmap);
+    return rad_get_last_error();
 }
 
-/* The instantiations a plan can name: (tokens, consumer warpgroups, two A-fragment sets, cluster
- * size). The library holds those make_plan takes; the benchmark build the measured others. */
+/* The instantiations a plan can name: (tokens, consumer warpgroups, two A-fragment sets). The
+ * library holds those make_plan takes (ws_tile in apply.hip); the benchmark build the measured
+ * others. */
 #define RAD_WS_LIBRARY(X) \
-    X(64, 3, true, 2)     \
-    X(96, 2, true, 2)     \
-    X(128, 3, false, 2)   \
-    X(160, 2, false, 2)   \
-    X(192, 2, false, 2)   \
-    X(224, 2, false, 2)   \
-    X(256, 2, false, 2)
+    X(64, 3, true)        \
+    X(96, 2, true)        \
+    X(128, 3, false)      \
+    X(160, 2, false)      \
+    X(192, 2, false)      \
+    X(224, 2, false)      \
+    X(256, 2, false)
 #define RAD_WS_VARIANTS(X) \
-    X(64, 2, true, 1)      \
-    X(64, 2, true, 2)      \
-    X(64, 3, true, 1)      \
-    X(128, 2, true, 1)     \
-    X(128, 2, true, 2)     \
-    X(128, 2, false, 2)    \
-    X(128, 3, false, 1)    \
-    X(160, 3, false, 2)    \
-    X(192, 2, true, 2)     \
-    X(256, 2, false, 1)    \
-    X(256, 2, true, 2)
+    X(64, 2, true)         \
+    X(128, 2, true)        \
+    X(160, 3, false)       \
+    X(256, 2, true)
 
 rad_error_t launch_ws_plan(const ApplyArgs &a, const ApplyPlan &p)
 {
     const bool db = p.a_sets == 2;
-#define RAD_WS_CASE(T, C, D, L)                                                                                \
-    if (p.tokens == T && p.consumer_wgs == C && db == D && p.cluster == L && a.group >= 128)                                   \
-        return a.group == 128 ? launch_ws<128, T, C, D, L>(a, p) : launch_ws<256, T, C, D, L>(a, p);
+#define RAD_WS_CASE(T, C, D)                                                                                    \
+    if (p.tokens == T && p.consumer_wgs == C && db == D && a.group >= 128)                                      \
+        return a.group == 128 ? launch_ws<128, T, C, D>(a, p) : launch_ws<256, T, C, D>(a, p);
     RAD_WS_LIBRARY(RAD_WS_CASE)
 #if defined(RADIANCE_KERNEL_VARIANTS)
     RAD_WS_VARIANTS(RAD_WS_CASE)

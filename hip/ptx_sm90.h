@@ -76,18 +76,6 @@ __device__ __forceinline__ void rad_tma_load_2d(void *smem, const rad_tma_desc_t
                  "l"(desc), "r"(col), "r"(row), "r"(b)
                  : "memory");
 }
-/* rad_tma_load_2d into the same shared-memory offset of every block of the cluster in cta_mask,
- * completing its bytes on each one's mbarrier at bar's offset. */
-__device__ __forceinline__ void rad_tma_load_2d_multicast(void *smem, const rad_tma_desc_t *desc, int col, int row,
-                                                          uint64_t *bar, uint16_t cta_mask)
-{
-    const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
-    const unsigned b = (unsigned)__cvta_generic_to_shared(bar);
-    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
-                 " [%0], [%1, {%2, %3}], [%4], %5;" ::"r"(s),
-                 "l"(desc), "r"(col), "r"(row), "r"(b), "h"(cta_mask)
-                 : "memory");
-}
 /* d (+)= A(64 x 16 bf16, registers) * B(16 x n bf16, shared memory, K-major) for n = 8, 16, 32,
  * 64, 96, 128, 160, 192, 224, 256 tokens, picked by the size of the accumulator array (n / 2 floats per thread); accumulate = 0
  * starts from zero. */
