@@ -10,6 +10,11 @@
  * numbers, and a + b == b + a bitwise). Clip "act" multiplies each squared error by its column's
  * weight (rounded once, before the sum), as the CPU does; the weights come from the host, made
  * there by the same C function as the CPU path's (rad_cpu_act_weights, docs/FORMAT.md).
+ *
+ * bf16 and fp16 weights take the saturating search (ratio_error_sat) where a warp's weights allow
+ * it, and every dtype takes the saturating rebuild (exact_codes_sat); both compute the values the
+ * rule asks for, with fewer instructions (the argument is beside each; docs/PERF_LOG.md, "Quantize,
+ * round N", has the counts).
  */
 #include "compat.h"
 #include "format.h"
@@ -35,6 +40,40 @@ __device__ __forceinline__ float group_scale(float amax, float c)
     uint32_t u = rad_float_to_bits(m);
     u += 0x7fffu + ((u >> 16) & 1u);
     return rad_bits_to_float(u & 0xffff0000u);
+}
+
+/* RN(a * b + c) clamped to [0, 1] (one instruction on NVIDIA, the clamp bit of v_fma_f32 on AMD). */
+__device__ __forceinline__ float fma_sat(float a, float b, float c)
+{
+#if defined(RAD_CUDA) && defined(__CUDA_ARCH__)
+    float r;
+    asm("fma.rn.sat.f32 %0, %1, %2, %3;" : "=f"(r) : "f"(a), "f"(b), "f"(c));
+    return r;
+#else
+    return fminf(fmaxf(rad_fma_rn(a, b, c), 0.0f), 1.0f);
+#endif
+}
+
+/* Per 16-bit lane: min(acc, x - 1 mod 2^16), so a zero lane of x counts as 0xffff. */
+__device__ __forceinline__ uint32_t min_u16x2_less_one(uint32_t acc, uint32_t x)
+{
+#if defined(RAD_CUDA) && defined(__CUDA_ARCH__)
+    return __viaddmin_u16x2(x, 0xffffffffu, acc);
+#else
+    const uint32_t lo = (x + 0xffffu) & 0xffffu, hi = ((x >> 16) + 0xffffu) & 0xffffu;
+    const uint32_t alo = acc & 0xffffu, ahi = acc >> 16;
+    return (lo < alo ? lo : alo) | ((hi < ahi ? hi : ahi) << 16);
+#endif
+}
+
+/* true in every lane if the predicate holds in any lane of the warp (all lanes call it) */
+__device__ __forceinline__ bool warp_any(bool p)
+{
+#if defined(RAD_HIP)
+    return __any(p) != 0;
+#else
+    return __any_sync(0xffffffffu, p) != 0;
+#endif
 }
 
 /*
@@ -120,6 +159,97 @@ __device__ __forceinline__ void try_ratio(const float v[kElems], const float wei
     const bool better = err < best_err; /* strictly: on a tie the earlier ratio stays */
     best_err = better ? err : best_err;
     best_sf = better ? sf : best_sf;
+}
+
+/*
+ * The saturating search (bf16 and fp16 weights; the same errors as ratio_error, bit for bit, under
+ * the conditions that quantize_words checks). Codes live on the fp32 grid of [1/2, 1), unit 2^-24:
+ * code q is C + q 2^-24 with C = 1 - 7 * 2^-24, so q = 7 is 1.0 and fma.sat's clamp to [0, 1] is
+ * the upper clamp. t = sat(RN(v * y + C)) with y ~ 2^-24 / sf (the hardware estimate of
+ * 1 / (sf * 2^24)) is C + rint(v * y * 2^24) 2^-24, the same integer as fma(v, 1/sf, M) of
+ * ratio_error, ties apart (where both candidates have the same error); the lower clamp, needed by
+ * the ratio 0.8 only, is one fmax at C - 8 * 2^-24. t - C is exact (Sterbenz) and is q 2^-24, so
+ * fma(t - C, sf * 2^24, -v) rounds q * sf - v once: the rule's d (q * sf is exact). That needs
+ * sf * 2^24 finite and 2^-24 / sf normal: sf < 2^102 (quantize_words asks amax < 2^100).
+ * One fma, one subtraction and one fma a weight for the code and d, where ratio_error takes an
+ * fma, one or two clamps, a subtraction and an fma.
+ *
+ * mse: d * d is exact, so fma(d, d, p) = RN(RN(d * d) + p), one instruction for the CPU's two.
+ * For 8-bit (bf16) or 11-bit (fp16) v and an 8-bit sf, d = q * sf - v is a multiple of g =
+ * min(ulp(sf), ulp(v)) below 2^12 g in magnitude: if q = 0, d = -v; otherwise |d| <= sf / 2
+ * (1 + 2^-20) and, unclamped, |v| >= sf / 2 (1 - 2^-20) makes ulp(v) > sf 2^-12, or, clamped,
+ * |d| < 1.76 sf with |v| >= 7.5 sf. So d has at most 12 significant bits and d * d at most 24:
+ * exact unless it underflows or overflows. Overflow gives +inf both ways (an exact square above
+ * FLT_MAX is at least 2^128). Underflow: sf >= bf16(1e-8) > 2^-27, so for q != 0, g >= 2^-36
+ * and d * d >= 2^-72; for q = 0, d * d = v * v, normal unless 0 < |v| < 2^-63, which fp16 weights
+ * cannot reach (>= 2^-24) and bf16 ones are checked for (raw_has_tiny; the warp then takes
+ * ratio_error). act keeps RN(RN(d * d) * w) and its addition: no fused form exists.
+ */
+template <int GROUP, int R, bool WEIGHTED>
+__device__ __forceinline__ float ratio_error_sat(const float v[kElems], const float weight[kElems], float sf)
+{
+    constexpr float kC = 1.0f - 7.0f * 0x1p-24f;
+    const float big_sf = rad_mul_rn(sf, 0x1p24f); /* exact: sf < 2^102 here */
+    const float y = rad_rcp_approx(big_sf);       /* normal: big_sf < 2^126 */
+    float p[kWords];
+#pragma unroll
+    for (int e = 0; e < kElems; e++) {
+        float t = fma_sat(v[e], y, kC);
+        if (R >= 4) t = fmaxf(t, kC - 8.0f * 0x1p-24f);
+        const float d = rad_fma_rn(rad_sub_rn(t, kC), big_sf, -v[e]);
+        if (WEIGHTED) {
+            const float sq = rad_mul_rn(rad_mul_rn(d, d), weight[e]);
+            p[e / 8] = (e % 8) == 0 ? sq : rad_add_rn(p[e / 8], sq);
+        } else {
+            p[e / 8] = (e % 8) == 0 ? rad_mul_rn(d, d) : rad_fma_rn(d, d, p[e / 8]);
+        }
+    }
+    float err = rad_add_rn(rad_add_rn(p[0], p[2]), rad_add_rn(p[1], p[3]));
+#pragma unroll
+    for (int h = Lanes<GROUP>::value / 2; h >= 1; h /= 2) err = rad_add_rn(err, rad_shfl_xor(err, h));
+    return err;
+}
+
+template <int GROUP, int R, bool WEIGHTED>
+__device__ __forceinline__ void try_ratio_sat(const float v[kElems], const float weight[kElems], float amax,
+                                              float &best_err, float &best_sf)
+{
+    const float sf = group_scale(amax, clip_coefficient<R>());
+    const float err = ratio_error_sat<GROUP, R, WEIGHTED>(v, weight, sf);
+    const bool better = err < best_err; /* strictly: on a tie the earlier ratio stays */
+    best_err = better ? err : best_err;
+    best_sf = better ? sf : best_sf;
+}
+
+/*
+ * The chosen scale's codes from the correctly rounded quotient qq = RN(v / sf), rounded on the
+ * grid of [1/2, 1) with unit 2^-24 as well, but negated: t = sat(RN(C' - qq 2^-24)), C' = 1 - 8 *
+ * 2^-24, holds -q at index 2^24 - 8 - q of that grid. The index has the parity of q, so the
+ * grid's ties-to-even is rint's; 1.0 is q = -8 and the saturation the lower clamp; one fmax at
+ * C' - 7 * 2^-24 is the upper. The nibble q + 8 is then 0x3f800000 - bits(t) (q = -8 gives 1.0,
+ * 0x3f800000; q = 7 gives 1 - 15 * 2^-24). Five instructions a weight where exact_codes takes six.
+ */
+__device__ __forceinline__ void exact_codes_sat(const float v[kElems], float sf, float t[kElems])
+{
+    constexpr float kC = 1.0f - 8.0f * 0x1p-24f;
+    const float y = rad_div_rn(1.0f, sf);
+#pragma unroll
+    for (int e = 0; e < kElems; e++)
+        t[e] = fmaxf(fma_sat(exact_quotient(v[e], sf, y), -0x1p-24f, kC), kC - 7.0f * 0x1p-24f);
+}
+
+/* The packed word of 8 codes from exact_codes_sat: nibble e is 0x3f800000 - bits(t[e]), so the
+ * word is a constant minus the shifted bits, mod 2^32 (see pack_codes). */
+__device__ __forceinline__ uint32_t pack_codes_sat(const float t[8])
+{
+    constexpr int kShift[8] = {0, 16, 4, 20, 8, 24, 12, 28}; /* nibble order 0, 2, 4, 6, 1, 3, 5, 7 */
+    constexpr uint32_t kOne = 0x3f800000u;                     /* bits of 1.0 */
+    constexpr uint32_t kOffset = kOne + (kOne << 16) + (kOne << 4) + (kOne << 20) + (kOne << 8) + (kOne << 24) +
+                                 (kOne << 12) + (kOne << 28);
+    uint32_t w = rad_float_to_bits(t[0]);
+#pragma unroll
+    for (int e = 1; e < 8; e++) w += rad_float_to_bits(t[e]) * (1u << kShift[e]);
+    return kOffset - w;
 }
 
 /* s[e] = M + 8 + rint(clamp(RN(v[e] / sf), -8, 7)) for the chosen scale, the quotient correctly
@@ -244,6 +374,21 @@ __device__ __forceinline__ float raw_amax(const Raw<DTYPE> &r, bool &nonfinite)
     }
 }
 
+/*
+ * Whether a bf16 weight of the thread has 0 < |v| < 2^-63 (magnitude bits 1 to 0x1fff), the one
+ * case where d * d of ratio_error_sat's mse search can be subnormal (see there).
+ */
+template <int DTYPE>
+__device__ __forceinline__ bool raw_has_tiny(const Raw<DTYPE> &r)
+{
+    uint32_t m = 0xffffffffu;
+#pragma unroll
+    for (int wi = 0; wi < kWords; wi++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) m = min_u16x2_less_one(m, r.u[wi][i] & 0x7fff7fffu);
+    return (m & 0xffffu) < 0x1fffu || (m >> 16) < 0x1fffu;
+}
+
 /* The act weights of this thread's columns: word w's eight columns start at 8 * col_word, col_word = w mod
  * words_per_row, a multiple of 32 bytes into a 256-byte aligned buffer, so two 16-byte loads a word (cached: every
  * row reads them). The thread's words lie in one group, so they are `stride` words apart in the row as well. */
@@ -262,8 +407,12 @@ __device__ __forceinline__ void load_act_weights(const float *__restrict__ act_w
     }
 }
 
+/* The searches: the library's (saturating where the warp allows it, saturating rebuild) and, in the
+ * benchmark build only, round 18's (ratio_error everywhere, exact_codes), to time both in one run. */
+enum { kSearchSat = 0, kSearchRound18 = 1 };
+
 /* Quantize this thread's words (all lanes of the warp call this together). CLIP is a radiance_clip. */
-template <int DTYPE, int GROUP, int CLIP>
+template <int DTYPE, int GROUP, int CLIP, int SEARCH>
 __device__ __forceinline__ void quantize_words(const Raw<DTYPE> &raw, int64_t word, bool active, int64_t words_per_row,
                                                int64_t col_word, const float *__restrict__ act_weights,
                                                int32_t *__restrict__ packed,
@@ -283,22 +432,44 @@ __device__ __forceinline__ void quantize_words(const Raw<DTYPE> &raw, int64_t wo
 
     constexpr bool kExact = DTYPE == RADIANCE_F32;
     constexpr bool kWeighted = CLIP == RADIANCE_CLIP_ACT;
+    constexpr bool kSat = SEARCH == kSearchSat && !kExact;
     float best_sf = group_scale(amax, clip_coefficient<0>());
     if (CLIP != RADIANCE_CLIP_RTN) {
         float weight[kElems];
         if (kWeighted) load_act_weights(act_weights, col_word, kLanesPerGroup, weight);
-        float best_err = ratio_error<GROUP, 0, kExact, kWeighted>(v, weight, best_sf);
-        try_ratio<GROUP, 1, kExact, kWeighted>(v, weight, amax, best_err, best_sf);
-        try_ratio<GROUP, 2, kExact, kWeighted>(v, weight, amax, best_err, best_sf);
-        try_ratio<GROUP, 3, kExact, kWeighted>(v, weight, amax, best_err, best_sf);
-        try_ratio<GROUP, 4, kExact, kWeighted>(v, weight, amax, best_err, best_sf);
+        /* warp-uniform, for the shuffles: a warp with a group of amax >= 2^100 (or not finite: the
+         * row is refused) or, for bf16 mse, a tiny weight takes ratio_error */
+        bool sat = false;
+        if (kSat) {
+            bool other = !(amax < 0x1p100f);
+            if (DTYPE == RADIANCE_BF16 && !kWeighted) other = other || raw_has_tiny<DTYPE>(raw);
+            sat = !warp_any(other);
+        }
+        if (sat) {
+            float best_err = ratio_error_sat<GROUP, 0, kWeighted>(v, weight, best_sf);
+            try_ratio_sat<GROUP, 1, kWeighted>(v, weight, amax, best_err, best_sf);
+            try_ratio_sat<GROUP, 2, kWeighted>(v, weight, amax, best_err, best_sf);
+            try_ratio_sat<GROUP, 3, kWeighted>(v, weight, amax, best_err, best_sf);
+            try_ratio_sat<GROUP, 4, kWeighted>(v, weight, amax, best_err, best_sf);
+        } else {
+            float best_err = ratio_error<GROUP, 0, kExact, kWeighted>(v, weight, best_sf);
+            try_ratio<GROUP, 1, kExact, kWeighted>(v, weight, amax, best_err, best_sf);
+            try_ratio<GROUP, 2, kExact, kWeighted>(v, weight, amax, best_err, best_sf);
+            try_ratio<GROUP, 3, kExact, kWeighted>(v, weight, amax, best_err, best_sf);
+            try_ratio<GROUP, 4, kExact, kWeighted>(v, weight, amax, best_err, best_sf);
+        }
     }
     float best_s[kElems];
-    exact_codes(v, best_sf, best_s);
+    if (SEARCH == kSearchSat)
+        exact_codes_sat(v, best_sf, best_s);
+    else
+        exact_codes(v, best_sf, best_s);
 
     if (!active) return;
 #pragma unroll
-    for (int wi = 0; wi < kWords; wi++) packed[word + wi * kLanesPerGroup] = (int32_t)pack_codes(best_s + 8 * wi);
+    for (int wi = 0; wi < kWords; wi++)
+        packed[word + wi * kLanesPerGroup] =
+            (int32_t)(SEARCH == kSearchSat ? pack_codes_sat(best_s + 8 * wi) : pack_codes(best_s + 8 * wi));
     if (threadIdx.x % kLanesPerGroup == 0) scales[word / (GROUP / 8)] = (uint16_t)(rad_float_to_bits(best_sf) >> 16);
 }
 
@@ -319,7 +490,7 @@ constexpr int min_blocks_per_sm(int dtype, int group, int clip)
  * next tile already loading while it computes the current one (the arithmetic of five clip
  * ratios is what this kernel spends its time on; the loads hide behind it).
  */
-template <int DTYPE, bool VEC, int GROUP, int CLIP>
+template <int DTYPE, bool VEC, int GROUP, int CLIP, int SEARCH>
 __global__ void __launch_bounds__(kThreads, min_blocks_per_sm(DTYPE, GROUP, CLIP))
 quantize_kernel(const void *__restrict__ w, int64_t total_words, int64_t words_per_row, int64_t tiles,
                 const float *__restrict__ act_weights, int32_t *__restrict__ packed, uint16_t *__restrict__ scales,
@@ -356,7 +527,7 @@ quantize_kernel(const void *__restrict__ w, int64_t total_words, int64_t words_p
                 load_word_raw<DTYPE, VEC>(w, next_word + wi * Lanes<GROUP>::value, next.u[wi]);
         }
         if (!active) cur = Raw<DTYPE>{}; /* zeros: shuffles stay defined, nothing is stored */
-        quantize_words<DTYPE, GROUP, CLIP>(cur, word, active, words_per_row, col_word, act_weights, packed, scales,
+        quantize_words<DTYPE, GROUP, CLIP, SEARCH>(cur, word, active, words_per_row, col_word, act_weights, packed, scales,
                                            first_bad_row);
         cur = next;
         if (CLIP == RADIANCE_CLIP_ACT) {
@@ -377,43 +548,53 @@ struct QuantizeArgs {
     rad_stream_t stream;
 };
 
-template <int DTYPE, bool VEC, int GROUP, int CLIP>
+template <int DTYPE, bool VEC, int GROUP, int CLIP, int SEARCH>
 rad_error_t launch_kernel(const QuantizeArgs &a)
 {
     const int64_t tiles = (a.total_words + kThreads * kWords - 1) / (kThreads * kWords);
     int per_sm = 0;
-    if (rad_occupancy_blocks_per_sm(&per_sm, quantize_kernel<DTYPE, VEC, GROUP, CLIP>, kThreads, 0) != RAD_SUCCESS ||
+    if (rad_occupancy_blocks_per_sm(&per_sm, quantize_kernel<DTYPE, VEC, GROUP, CLIP, SEARCH>, kThreads, 0) != RAD_SUCCESS ||
         per_sm < 1)
         per_sm = 1;
     int64_t blocks = (int64_t)per_sm * rad_sm_count();
     if (blocks > tiles) blocks = tiles;
-    quantize_kernel<DTYPE, VEC, GROUP, CLIP><<<(unsigned)blocks, kThreads, 0, a.stream>>>(
+    quantize_kernel<DTYPE, VEC, GROUP, CLIP, SEARCH><<<(unsigned)blocks, kThreads, 0, a.stream>>>(
         a.w, a.total_words, a.words_per_row, tiles, a.act_weights, a.packed, a.scales, a.flag);
     return rad_get_last_error();
 }
 
-template <int DTYPE, bool VEC, int GROUP>
-rad_error_t launch_group(const QuantizeArgs &a, int clip)
+template <int DTYPE, bool VEC, int GROUP, int SEARCH>
+rad_error_t launch_clip(const QuantizeArgs &a, int clip)
 {
-    if (clip == RADIANCE_CLIP_ACT) return launch_kernel<DTYPE, VEC, GROUP, RADIANCE_CLIP_ACT>(a);
-    if (clip == RADIANCE_CLIP_MSE) return launch_kernel<DTYPE, VEC, GROUP, RADIANCE_CLIP_MSE>(a);
-    return launch_kernel<DTYPE, VEC, GROUP, RADIANCE_CLIP_RTN>(a);
+    if (clip == RADIANCE_CLIP_ACT) return launch_kernel<DTYPE, VEC, GROUP, RADIANCE_CLIP_ACT, SEARCH>(a);
+    if (clip == RADIANCE_CLIP_MSE) return launch_kernel<DTYPE, VEC, GROUP, RADIANCE_CLIP_MSE, SEARCH>(a);
+    return launch_kernel<DTYPE, VEC, GROUP, RADIANCE_CLIP_RTN, SEARCH>(a);
+}
+
+template <int DTYPE, bool VEC, int GROUP>
+rad_error_t launch_group(const QuantizeArgs &a, int clip, int search)
+{
+#if defined(RADIANCE_KERNEL_VARIANTS)
+    if (search == kSearchRound18) return launch_clip<DTYPE, VEC, GROUP, kSearchRound18>(a, clip);
+#endif
+    (void)search;
+    return launch_clip<DTYPE, VEC, GROUP, kSearchSat>(a, clip);
 }
 
 template <int DTYPE, bool VEC>
-rad_error_t launch_dtype(const QuantizeArgs &a, int group_size, int clip)
+rad_error_t launch_dtype(const QuantizeArgs &a, int group_size, int clip, int search)
 {
     switch (group_size) {
-    case 32: return launch_group<DTYPE, VEC, 32>(a, clip);
-    case 64: return launch_group<DTYPE, VEC, 64>(a, clip);
-    case 128: return launch_group<DTYPE, VEC, 128>(a, clip);
-    default: return launch_group<DTYPE, VEC, 256>(a, clip);
+    case 32: return launch_group<DTYPE, VEC, 32>(a, clip, search);
+    case 64: return launch_group<DTYPE, VEC, 64>(a, clip, search);
+    case 128: return launch_group<DTYPE, VEC, 128>(a, clip, search);
+    default: return launch_group<DTYPE, VEC, 256>(a, clip, search);
     }
 }
 
 int quantize_rows(const void *w, int w_dtype, int64_t rows, int64_t cols, int group_size, int clip,
                   const float *act_weights_host, int32_t *packed, uint16_t *scales, int64_t *first_bad_row,
-                  void *stream_ptr)
+                  void *stream_ptr, int search)
 {
     if (first_bad_row != NULL) *first_bad_row = -1;
     if (rows < 0 || cols <= 0) return RADIANCE_GPU_EINVAL;
@@ -452,14 +633,14 @@ int quantize_rows(const void *w, int w_dtype, int64_t rows, int64_t cols, int gr
     const bool vec = ((uintptr_t)w & 15u) == 0;
     if (err == RAD_SUCCESS) {
         if (w_dtype == RADIANCE_BF16)
-            err = vec ? launch_dtype<RADIANCE_BF16, true>(args, group_size, clip)
-                      : launch_dtype<RADIANCE_BF16, false>(args, group_size, clip);
+            err = vec ? launch_dtype<RADIANCE_BF16, true>(args, group_size, clip, search)
+                      : launch_dtype<RADIANCE_BF16, false>(args, group_size, clip, search);
         else if (w_dtype == RADIANCE_F16)
-            err = vec ? launch_dtype<RADIANCE_F16, true>(args, group_size, clip)
-                      : launch_dtype<RADIANCE_F16, false>(args, group_size, clip);
+            err = vec ? launch_dtype<RADIANCE_F16, true>(args, group_size, clip, search)
+                      : launch_dtype<RADIANCE_F16, false>(args, group_size, clip, search);
         else
-            err = vec ? launch_dtype<RADIANCE_F32, true>(args, group_size, clip)
-                      : launch_dtype<RADIANCE_F32, false>(args, group_size, clip);
+            err = vec ? launch_dtype<RADIANCE_F32, true>(args, group_size, clip, search)
+                      : launch_dtype<RADIANCE_F32, false>(args, group_size, clip, search);
     }
     unsigned long long bad = ~0ull;
     if (err == RAD_SUCCESS) err = rad_memcpy_async(&bad, args.flag, sizeof bad, RAD_MEMCPY_D2H, args.stream);
@@ -478,7 +659,8 @@ extern "C" int radiance_gpu_quantize_rows(const void *w, int w_dtype, int64_t ro
                                           int64_t *first_bad_row, void *stream_ptr)
 {
     if (clip == RADIANCE_CLIP_ACT) return RADIANCE_GPU_EINVAL; /* needs its weights: radiance_gpu_quantize_rows_act */
-    return quantize_rows(w, w_dtype, rows, cols, group_size, clip, NULL, packed, scales, first_bad_row, stream_ptr);
+    return quantize_rows(w, w_dtype, rows, cols, group_size, clip, NULL, packed, scales, first_bad_row, stream_ptr,
+                         kSearchSat);
 }
 
 extern "C" int radiance_gpu_quantize_rows_act(const void *w, int w_dtype, int64_t rows, int64_t cols,
@@ -487,5 +669,18 @@ extern "C" int radiance_gpu_quantize_rows_act(const void *w, int w_dtype, int64_
 {
     if (act_weights == NULL) return RADIANCE_GPU_EINVAL;
     return quantize_rows(w, w_dtype, rows, cols, group_size, RADIANCE_CLIP_ACT, act_weights, packed, scales,
-                         first_bad_row, stream_ptr);
+                         first_bad_row, stream_ptr, kSearchSat);
 }
+
+#if defined(RADIANCE_KERNEL_VARIANTS)
+/* The benchmark build (benchmarks/harness/gpu_kernels.py): search 0 is the library's, 1 round 18's
+ * (enum above); act_weights NULL unless clip is act. Other searches: RADIANCE_GPU_EINVAL. */
+extern "C" int radiance_gpu_quantize_rows_variant(int search, const void *w, int w_dtype, int64_t rows, int64_t cols,
+                                                  int group_size, int clip, const float *act_weights, int32_t *packed,
+                                                  uint16_t *scales, int64_t *first_bad_row, void *stream_ptr)
+{
+    if (search != kSearchSat && search != kSearchRound18) return RADIANCE_GPU_EINVAL;
+    return quantize_rows(w, w_dtype, rows, cols, group_size, clip, act_weights, packed, scales, first_bad_row,
+                         stream_ptr, search);
+}
+#endif
