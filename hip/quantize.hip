@@ -37,9 +37,17 @@ __device__ __forceinline__ float clip_coefficient()
 __device__ __forceinline__ float group_scale(float amax, float c)
 {
     const float m = fmaxf(rad_mul_rn(amax, c), RAD_MIN_SCALE);
+#if defined(RAD_CUDA) && defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 800)
+    /* bf16(m) in the upper half and bf16(0) = 0 in the lower: the bits of the rounded float. The
+     * same rounding as below for finite m (nearest, ties to even), one instruction for four. */
+    uint32_t r;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(m), "f"(0.0f));
+    return rad_bits_to_float(r);
+#else
     uint32_t u = rad_float_to_bits(m);
     u += 0x7fffu + ((u >> 16) & 1u);
     return rad_bits_to_float(u & 0xffff0000u);
+#endif
 }
 
 /* RN(a * b + c) clamped to [0, 1] (one instruction on NVIDIA, the clamp bit of v_fma_f32 on AMD). */
@@ -238,12 +246,37 @@ __device__ __forceinline__ void exact_codes_sat(const float v[kElems], float sf,
         t[e] = fmaxf(fma_sat(exact_quotient(v[e], sf, y), -0x1p-24f, kC), kC - 7.0f * 0x1p-24f);
 }
 
-/* The packed word of 8 codes from exact_codes_sat: nibble e is 0x3f800000 - bits(t[e]), so the
- * word is a constant minus the shifted bits, mod 2^32 (see pack_codes). */
+/*
+ * The same codes for bf16 and fp16 weights without the correctly rounded quotient, where the warp
+ * took the saturating search (so sf < 2^102). y_hi > 1 / sf > y_lo, both within 2^-19 of it: for
+ * |v / sf| < 8.8 both products lie within 2e-5 of v / sf, and a quotient that is not a tie lies at
+ * least 6e-5 from every half-integer (see ratio_error), so t1 = sat(RN(C' - v y_hi 2^-24)) and
+ * t2 (y_lo) both hold its rint. At a tie v / sf = k + 1/2 exactly, |v y_hi| > k + 1/2 > |v y_lo|,
+ * so t1 and t2 are the two neighbours, one grid unit apart. Their sum, in [1, 2] where the unit is
+ * two grid units, is exact when they agree and otherwise a tie that RN sends to the even index:
+ * rint's choice (the index has q's parity). So s = RN(t1 + t2) = 2 (1 - (8 + q) 2^-24), clamped
+ * above (q <= 7) by one fmax, and the nibble is 0x40000000 - bits(s). Four instructions a weight.
+ */
+__device__ __forceinline__ void bracket_codes(const float v[kElems], float sf, float s[kElems])
+{
+    constexpr float kC = 1.0f - 8.0f * 0x1p-24f;
+    const float y = rad_rcp_approx(rad_mul_rn(sf, 0x1p24f)); /* ~2^-24 / sf, normal: sf < 2^102 */
+    const float y_hi = rad_mul_rn(y, 1.0f + 0x1p-20f), y_lo = rad_mul_rn(y, 1.0f - 0x1p-20f);
+#pragma unroll
+    for (int e = 0; e < kElems; e++) {
+        const float t1 = fma_sat(v[e], -y_hi, kC), t2 = fma_sat(v[e], -y_lo, kC);
+        s[e] = fmaxf(rad_add_rn(t1, t2), 2.0f - 15.0f * 0x1p-23f);
+    }
+}
+
+/* The packed word of 8 codes t: nibble e is ONE - bits(t[e]) (ONE = the bits of 1.0 for
+ * exact_codes_sat, of 2.0 for bracket_codes), so the word is a constant minus the shifted bits,
+ * mod 2^32 (see pack_codes). */
+template <uint32_t ONE>
 __device__ __forceinline__ uint32_t pack_codes_sat(const float t[8])
 {
     constexpr int kShift[8] = {0, 16, 4, 20, 8, 24, 12, 28}; /* nibble order 0, 2, 4, 6, 1, 3, 5, 7 */
-    constexpr uint32_t kOne = 0x3f800000u;                     /* bits of 1.0 */
+    constexpr uint32_t kOne = ONE;
     constexpr uint32_t kOffset = kOne + (kOne << 16) + (kOne << 4) + (kOne << 20) + (kOne << 8) + (kOne << 24) +
                                  (kOne << 12) + (kOne << 28);
     uint32_t w = rad_float_to_bits(t[0]);
@@ -411,9 +444,12 @@ __device__ __forceinline__ void load_act_weights(const float *__restrict__ act_w
  * benchmark build only, round 18's (ratio_error everywhere, exact_codes), to time both in one run. */
 enum { kSearchSat = 0, kSearchRound18 = 1 };
 
-/* Quantize this thread's words (all lanes of the warp call this together). CLIP is a radiance_clip. */
-template <int DTYPE, int GROUP, int CLIP, int SEARCH>
-__device__ __forceinline__ void quantize_words(const Raw<DTYPE> &raw, int64_t word, bool active, int64_t words_per_row,
+/* Quantize this thread's words (all lanes of the warp call this together). CLIP is a radiance_clip.
+ * Once the raw words are converted, the next tile's (from next_word) are loaded into `raw`: the
+ * loop carries one set of raw registers and copies none. */
+template <int DTYPE, bool VEC, int GROUP, int CLIP, int SEARCH>
+__device__ __forceinline__ void quantize_words(Raw<DTYPE> &raw, const void *w, int64_t next_word, int64_t word,
+                                               bool active, int64_t words_per_row,
                                                int64_t col_word, const float *__restrict__ act_weights,
                                                int32_t *__restrict__ packed,
                                                uint16_t *__restrict__ scales,
@@ -434,17 +470,19 @@ __device__ __forceinline__ void quantize_words(const Raw<DTYPE> &raw, int64_t wo
     constexpr bool kWeighted = CLIP == RADIANCE_CLIP_ACT;
     constexpr bool kSat = SEARCH == kSearchSat && !kExact;
     float best_sf = group_scale(amax, clip_coefficient<0>());
+    /* warp-uniform, for the shuffles: a warp with a group of amax >= 2^100 (or not finite: the row
+     * is refused) or, for bf16 mse, a tiny weight takes ratio_error and exact_codes_sat */
+    bool sat = false;
+    if (kSat && CLIP != RADIANCE_CLIP_RTN) {
+        bool other = !(amax < 0x1p100f);
+        if (DTYPE == RADIANCE_BF16 && !kWeighted) other = other || raw_has_tiny<DTYPE>(raw);
+        sat = !warp_any(other);
+    }
+#pragma unroll
+    for (int wi = 0; wi < kWords; wi++) load_word_raw<DTYPE, VEC>(w, next_word + wi * kLanesPerGroup, raw.u[wi]);
     if (CLIP != RADIANCE_CLIP_RTN) {
         float weight[kElems];
         if (kWeighted) load_act_weights(act_weights, col_word, kLanesPerGroup, weight);
-        /* warp-uniform, for the shuffles: a warp with a group of amax >= 2^100 (or not finite: the
-         * row is refused) or, for bf16 mse, a tiny weight takes ratio_error */
-        bool sat = false;
-        if (kSat) {
-            bool other = !(amax < 0x1p100f);
-            if (DTYPE == RADIANCE_BF16 && !kWeighted) other = other || raw_has_tiny<DTYPE>(raw);
-            sat = !warp_any(other);
-        }
         if (sat) {
             float best_err = ratio_error_sat<GROUP, 0, kWeighted>(v, weight, best_sf);
             try_ratio_sat<GROUP, 1, kWeighted>(v, weight, amax, best_err, best_sf);
@@ -460,16 +498,24 @@ __device__ __forceinline__ void quantize_words(const Raw<DTYPE> &raw, int64_t wo
         }
     }
     float best_s[kElems];
-    if (SEARCH == kSearchSat)
-        exact_codes_sat(v, best_sf, best_s);
-    else
-        exact_codes(v, best_sf, best_s);
-
-    if (!active) return;
+    if (sat) {
+        bracket_codes(v, best_sf, best_s);
+        if (!active) return;
 #pragma unroll
-    for (int wi = 0; wi < kWords; wi++)
-        packed[word + wi * kLanesPerGroup] =
-            (int32_t)(SEARCH == kSearchSat ? pack_codes_sat(best_s + 8 * wi) : pack_codes(best_s + 8 * wi));
+        for (int wi = 0; wi < kWords; wi++)
+            packed[word + wi * kLanesPerGroup] = (int32_t)pack_codes_sat<0x40000000u>(best_s + 8 * wi);
+    } else if (SEARCH == kSearchSat) {
+        exact_codes_sat(v, best_sf, best_s);
+        if (!active) return;
+#pragma unroll
+        for (int wi = 0; wi < kWords; wi++)
+            packed[word + wi * kLanesPerGroup] = (int32_t)pack_codes_sat<0x3f800000u>(best_s + 8 * wi);
+    } else {
+        exact_codes(v, best_sf, best_s);
+        if (!active) return;
+#pragma unroll
+        for (int wi = 0; wi < kWords; wi++) packed[word + wi * kLanesPerGroup] = (int32_t)pack_codes(best_s + 8 * wi);
+    }
     if (threadIdx.x % kLanesPerGroup == 0) scales[word / (GROUP / 8)] = (uint16_t)(rad_float_to_bits(best_sf) >> 16);
 }
 
@@ -496,7 +542,11 @@ quantize_kernel(const void *__restrict__ w, int64_t total_words, int64_t words_p
                 const float *__restrict__ act_weights, int32_t *__restrict__ packed, uint16_t *__restrict__ scales,
                 unsigned long long *__restrict__ first_bad_row)
 {
-    Raw<DTYPE> cur, next;
+    /* A lane past the end loads its group's first words of row 0 instead (there are always
+     * G / 8 words): data it computes on and never stores, flags no row for (active is false), and
+     * no tile pays for a predicated load or for zeroing the registers. */
+    const int64_t past_end = threadIdx.x % Lanes<GROUP>::value;
+    Raw<DTYPE> cur;
     int64_t tile = blockIdx.x;
     if (tile >= tiles) return;
     /* act: the thread's first word's position in its row, word mod words_per_row, kept up to date as the tile
@@ -508,28 +558,20 @@ quantize_kernel(const void *__restrict__ w, int64_t total_words, int64_t words_p
         col_step = ((int64_t)gridDim.x * (kThreads * kWords)) % words_per_row;
     }
     {
-        const int64_t word = first_word<GROUP>(tile);
-        if (word < total_words) {
+        int64_t word = first_word<GROUP>(tile);
+        word = word < total_words ? word : past_end;
 #pragma unroll
-            for (int wi = 0; wi < kWords; wi++)
-                load_word_raw<DTYPE, VEC>(w, word + wi * Lanes<GROUP>::value, cur.u[wi]);
-        }
+        for (int wi = 0; wi < kWords; wi++) load_word_raw<DTYPE, VEC>(w, word + wi * Lanes<GROUP>::value, cur.u[wi]);
     }
     for (; tile < tiles; tile += gridDim.x) {
         /* total_words is a multiple of the group's words, so a group is wholly in or out; lanes
-         * out of range still run the shuffles and store nothing. */
+         * out of range still run the shuffles and the vote, and store nothing. */
         const int64_t word = first_word<GROUP>(tile);
         const bool active = word < total_words;
-        const int64_t next_word = first_word<GROUP>(tile + gridDim.x);
-        if (next_word < total_words) {
-#pragma unroll
-            for (int wi = 0; wi < kWords; wi++)
-                load_word_raw<DTYPE, VEC>(w, next_word + wi * Lanes<GROUP>::value, next.u[wi]);
-        }
-        if (!active) cur = Raw<DTYPE>{}; /* zeros: shuffles stay defined, nothing is stored */
-        quantize_words<DTYPE, GROUP, CLIP, SEARCH>(cur, word, active, words_per_row, col_word, act_weights, packed, scales,
-                                           first_bad_row);
-        cur = next;
+        int64_t next_word = first_word<GROUP>(tile + gridDim.x);
+        next_word = next_word < total_words ? next_word : past_end;
+        quantize_words<DTYPE, VEC, GROUP, CLIP, SEARCH>(cur, w, next_word, word, active, words_per_row, col_word,
+                                                        act_weights, packed, scales, first_bad_row);
         if (CLIP == RADIANCE_CLIP_ACT) {
             col_word += col_step; /* both < words_per_row, so one subtraction brings it back in range */
             if (col_word >= words_per_row) col_word -= words_per_row;

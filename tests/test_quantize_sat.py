@@ -181,6 +181,20 @@ def sat_codes(v, sf):
     return np.array(out, dtype=np.float32)
 
 
+def bracket_codes(v, sf, rcp_ulps=0):
+    """bracket_codes (the rebuild of warps that took the saturating search) then the nibble
+    0x40000000 - bits(s), minus 8: the codes q, with no correctly rounded quotient."""
+    y = nudge(rn32(1 / Fraction(mul32(sf, 2.0**24))), rcp_ulps)
+    y_hi, y_lo = mul32(y, 1.0 + 2.0**-20), mul32(y, 1.0 - 2.0**-20)
+    out = []
+    for x in v:
+        x = float(x)
+        t1, t2 = sat(fma32(x, -y_hi, C_CODES)), sat(fma32(x, -y_lo, C_CODES))
+        s = max(add32(t1, t2), 2.0 - 15.0 * 2.0**-23)
+        out.append(0x40000000 - f32_bits(s) - 8)
+    return np.array(out, dtype=np.float32)
+
+
 def sat_search_allowed(v, dtype, weighted):
     """quantize_words' condition for the saturating search: amax < 2^100, and for bf16 mse no weight
     with 0 < |v| < 2^-63."""
@@ -277,6 +291,24 @@ def test_saturating_rebuild_gives_the_rules_codes(dtype):
         for c in COEF:
             sf = rule_scale(amax, c)
             np.testing.assert_array_equal(sat_codes(v, sf), rule_codes(v, sf), err_msg=f"seed {seed} {name} sf {sf}")
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "f16"])
+def test_bracket_rebuild_gives_the_rules_codes(dtype):
+    """bracket_codes' nibbles are the rule's for every candidate scale of every group that allows
+    the saturating search (amax < 2^100), ties to even included, reciprocals from -2 to +2 ulps."""
+    rng, seed = fresh_rng()
+    for name, v in adversarial_groups(rng, 32, dtype).items():
+        if not sat_search_allowed(v, dtype, True):
+            continue
+        amax = float(np.max(np.abs(v)))
+        for c in COEF:
+            sf = rule_scale(amax, c)
+            want = rule_codes(v, sf)
+            for ulps in (0, 1, -1, 2, -2):
+                np.testing.assert_array_equal(
+                    bracket_codes(v, sf, ulps), want, err_msg=f"seed {seed} {name} sf {sf} rcp {ulps:+d}"
+                )
 
 
 def test_fused_square_needs_the_tiny_check():
