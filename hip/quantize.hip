@@ -190,7 +190,7 @@ __device__ __forceinline__ void try_ratio(const float v[kElems], const float wei
  * exact unless it underflows or overflows. Overflow gives +inf both ways (an exact square above
  * FLT_MAX is at least 2^128). Underflow: sf >= bf16(1e-8) > 2^-27, so for q != 0, g >= 2^-36
  * and d * d >= 2^-72; for q = 0, d * d = v * v, normal unless 0 < |v| < 2^-63, which fp16 weights
- * cannot reach (>= 2^-24) and bf16 ones are checked for (raw_has_tiny; the warp then takes
+ * cannot reach (>= 2^-24) and bf16 ones are checked for (raw_amax; the warp then takes
  * ratio_error). act keeps RN(RN(d * d) * w) and its addition: no fused form exists.
  */
 template <int GROUP, int R, bool WEIGHTED>
@@ -376,8 +376,8 @@ __device__ __forceinline__ int64_t first_word(int64_t tile)
  * magnitude bits is the order of the magnitudes, and Inf/NaN sort above every finite value, so one
  * integer maximum gives both the amax and the non-finite flag.
  */
-template <int DTYPE>
-__device__ __forceinline__ float raw_amax(const Raw<DTYPE> &r, bool &nonfinite)
+template <int DTYPE, bool TINY = false>
+__device__ __forceinline__ float raw_amax(const Raw<DTYPE> &r, bool &nonfinite, bool *tiny = nullptr)
 {
     if (DTYPE == RADIANCE_F32) {
         uint32_t m = 0;
@@ -391,11 +391,18 @@ __device__ __forceinline__ float raw_amax(const Raw<DTYPE> &r, bool &nonfinite)
         nonfinite = m >= 0x7f800000u;
         return rad_bits_to_float(m);
     } else {
-        uint32_t m2 = 0;
+        uint32_t m2 = 0, t2 = 0xffffffffu;
 #pragma unroll
         for (int wi = 0; wi < kWords; wi++)
 #pragma unroll
-            for (int i = 0; i < 4; i++) m2 = rad_max_u16x2(m2, r.u[wi][i] & 0x7fff7fffu);
+            for (int i = 0; i < 4; i++) {
+                const uint32_t mag = r.u[wi][i] & 0x7fff7fffu;
+                m2 = rad_max_u16x2(m2, mag);
+                if (TINY) t2 = min_u16x2_less_one(t2, mag);
+            }
+        /* TINY (bf16): whether a weight has 0 < |v| < 2^-63, magnitude bits 1 to 0x1fff: the one
+         * case where d * d of ratio_error_sat's mse search can be subnormal (see there) */
+        if (TINY) *tiny = (t2 & 0xffffu) < 0x1fffu || (t2 >> 16) < 0x1fffu;
         const uint32_t lo = m2 & 0xffffu, hi = m2 >> 16;
         const uint32_t m = lo > hi ? lo : hi;
         if (DTYPE == RADIANCE_BF16) {
@@ -405,21 +412,6 @@ __device__ __forceinline__ float raw_amax(const Raw<DTYPE> &r, bool &nonfinite)
         nonfinite = m >= 0x7c00u;
         return rad_half_to_float((uint16_t)m);
     }
-}
-
-/*
- * Whether a bf16 weight of the thread has 0 < |v| < 2^-63 (magnitude bits 1 to 0x1fff), the one
- * case where d * d of ratio_error_sat's mse search can be subnormal (see there).
- */
-template <int DTYPE>
-__device__ __forceinline__ bool raw_has_tiny(const Raw<DTYPE> &r)
-{
-    uint32_t m = 0xffffffffu;
-#pragma unroll
-    for (int wi = 0; wi < kWords; wi++)
-#pragma unroll
-        for (int i = 0; i < 4; i++) m = min_u16x2_less_one(m, r.u[wi][i] & 0x7fff7fffu);
-    return (m & 0xffffu) < 0x1fffu || (m >> 16) < 0x1fffu;
 }
 
 /* The act weights of this thread's columns: word w's eight columns start at 8 * col_word, col_word = w mod
@@ -456,8 +448,12 @@ __device__ __forceinline__ void quantize_words(Raw<DTYPE> &raw, const void *w, i
                                                unsigned long long *__restrict__ first_bad_row)
 {
     constexpr int kLanesPerGroup = Lanes<GROUP>::value;
-    bool nonfinite;
-    float amax = raw_amax<DTYPE>(raw, nonfinite);
+    constexpr bool kExact = DTYPE == RADIANCE_F32;
+    constexpr bool kWeighted = CLIP == RADIANCE_CLIP_ACT;
+    constexpr bool kSat = SEARCH == kSearchSat && !kExact && CLIP != RADIANCE_CLIP_RTN;
+    constexpr bool kTiny = kSat && DTYPE == RADIANCE_BF16 && !kWeighted;
+    bool nonfinite, tiny = false;
+    float amax = raw_amax<DTYPE, kTiny>(raw, nonfinite, &tiny);
     if (nonfinite && active) rad_atomic_min_u64(first_bad_row, (unsigned long long)(word / words_per_row));
 #pragma unroll
     for (int h = kLanesPerGroup / 2; h >= 1; h /= 2) amax = fmaxf(amax, rad_shfl_xor(amax, h));
@@ -466,18 +462,11 @@ __device__ __forceinline__ void quantize_words(Raw<DTYPE> &raw, const void *w, i
 #pragma unroll
     for (int wi = 0; wi < kWords; wi++) word_to_float<DTYPE>(raw.u[wi], v + 8 * wi);
 
-    constexpr bool kExact = DTYPE == RADIANCE_F32;
-    constexpr bool kWeighted = CLIP == RADIANCE_CLIP_ACT;
-    constexpr bool kSat = SEARCH == kSearchSat && !kExact;
     float best_sf = group_scale(amax, clip_coefficient<0>());
     /* warp-uniform, for the shuffles: a warp with a group of amax >= 2^100 (or not finite: the row
      * is refused) or, for bf16 mse, a tiny weight takes ratio_error and exact_codes_sat */
     bool sat = false;
-    if (kSat && CLIP != RADIANCE_CLIP_RTN) {
-        bool other = !(amax < 0x1p100f);
-        if (DTYPE == RADIANCE_BF16 && !kWeighted) other = other || raw_has_tiny<DTYPE>(raw);
-        sat = !warp_any(other);
-    }
+    if (kSat) sat = !warp_any(tiny || !(amax < 0x1p100f));
 #pragma unroll
     for (int wi = 0; wi < kWords; wi++) load_word_raw<DTYPE, VEC>(w, next_word + wi * kLanesPerGroup, raw.u[wi]);
     if (CLIP != RADIANCE_CLIP_RTN) {
@@ -520,7 +509,10 @@ __device__ __forceinline__ void quantize_words(Raw<DTYPE> &raw, const void *w, i
 }
 
 /* Blocks per SM the launch bounds ask for. On AMD (gfx942) four of them cap a thread at 128 registers, AGPRs
- * included, and act's 32 column weights push it past that into scratch; two leave it room. */
+ * included: act's 32 column weights pushed it past that into scratch, and so did mse's two searches
+ * (saturating and ratio_error, both in the kernel: 64-160 bytes of scratch in the bf16/fp16 kernels);
+ * two leave them room. On NVIDIA (sm_90a, nvcc 13.0) mse fits five blocks: 96 registers, no spills,
+ * and the same instructions as at 128 (ptxas takes 128 when four blocks allow it). */
 #if defined(RAD_HIP)
 constexpr bool kAmd = true;
 #else
@@ -528,7 +520,10 @@ constexpr bool kAmd = false;
 #endif
 constexpr int min_blocks_per_sm(int dtype, int group, int clip)
 {
-    return (dtype == RADIANCE_F32 || group < 64) ? 1 : (kAmd && clip == RADIANCE_CLIP_ACT) ? 2 : 4;
+    return (dtype == RADIANCE_F32 || group < 64)  ? 1
+           : (kAmd && clip != RADIANCE_CLIP_RTN) ? 2
+           : clip == RADIANCE_CLIP_MSE           ? 5
+                                                 : 4;
 }
 
 /*
