@@ -11,10 +11,10 @@
  * weight (rounded once, before the sum), as the CPU does; the weights come from the host, made
  * there by the same C function as the CPU path's (rad_cpu_act_weights, docs/FORMAT.md).
  *
- * bf16 and fp16 weights take the saturating search (ratio_error_sat) where a warp's weights allow
- * it, and every dtype takes the saturating rebuild (exact_codes_sat); both compute the values the
- * rule asks for, with fewer instructions (the argument is beside each; docs/PERF_LOG.md, "Quantize,
- * round N", has the counts).
+ * bf16 and fp16 weights take the saturating search (ratio_error_sat) and its rebuild
+ * (bracket_codes) where a warp's weights allow it; other warps, fp32 and rtn take ratio_error and
+ * exact_codes_sat. All compute the values the rule asks for, with fewer instructions than round
+ * 18 did (the argument is beside each; docs/PERF_LOG.md, "Quantize, round 19", has the counts).
  */
 #include "compat.h"
 #include "format.h"
