@@ -432,8 +432,9 @@ __device__ __forceinline__ void load_act_weights(const float *__restrict__ act_w
     }
 }
 
-/* The searches: the library's (saturating where the warp allows it, saturating rebuild) and, in the
- * benchmark build only, round 18's (ratio_error everywhere, exact_codes), to time both in one run. */
+/* The searches: the library's (ratio_error_sat and bracket_codes where the warp allows it, else
+ * ratio_error and exact_codes_sat) and, in the benchmark build only, round 18's (ratio_error and
+ * exact_codes everywhere), to time both in one run. */
 enum { kSearchSat = 0, kSearchRound18 = 1 };
 
 /* Quantize this thread's words (all lanes of the warp call this together). CLIP is a radiance_clip.
