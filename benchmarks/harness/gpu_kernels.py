@@ -7,7 +7,7 @@ library's planner never picks included. One file for the harness's modes because
 binding, the references and the heads (about 700 lines).
 
     python benchmarks/harness/gpu_kernels.py build  [--lib PATH] [--log PATH]  # nvcc hip/*.hip -> .so
-    python benchmarks/harness/gpu_kernels.py check  [--lib PATH] [--big]       # exit 1 on any mismatch
+    python benchmarks/harness/gpu_kernels.py check  [--lib PATH] [--big] [--only-quantize]  # exit 1 on any mismatch
     python benchmarks/harness/gpu_kernels.py time   [--lib PATH] [--quick] [--heads NxK,...] [--ms 1,4,..]
                                                     [--variants a,b]           # vs bf16 / fp8 / tinygemm
     python benchmarks/harness/gpu_kernels.py refcheck  # NumPy reference vs the CPU C path
@@ -52,6 +52,9 @@ VARIANTS = {"auto": 0, "vector": 1, "mma1x1": 2, "tile2x2": 3, "tile2x4": 4, "ti
             # the vector kernel (hip/apply_vector.hip; "vector" is the library's): the round-2 kernel
             # (apply_vector_v2.hip), two steps of words in flight, activations staged per row block
             "vector2": 50, "vectordeep": 51, "vectorstaged": 52}
+# quantize searches (radiance_gpu_quantize_rows_variant, hip/quantize.hip): "sat" is the library's,
+# "round18" the search before it (ratio_error everywhere, exact_codes), kept to time both in one run.
+QUANTIZE_SEARCHES = {"sat": 0, "round18": 1}
 # which variants the timing mode tries per m on the first head (the others get "auto" only)
 TIME_VARIANTS = {
     1: "auto,stream,streamxs,streamwhole,streampitch,streampair,vector,vector2,vectordeep",
@@ -153,17 +156,27 @@ class Lib:
                                          ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int,
                                          ctypes.c_void_p, ctypes.c_void_p]
         L.radiance_gpu_apply_variant.argtypes = [ctypes.c_int] + L.radiance_gpu_apply.argtypes
+        L.radiance_gpu_quantize_rows_variant.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_int, ctypes.c_int64,
+                                                         ctypes.c_int64, ctypes.c_int, ctypes.c_int, ctypes.c_void_p,
+                                                         ctypes.c_void_p, ctypes.c_void_p,
+                                                         ctypes.POINTER(ctypes.c_int64), ctypes.c_void_p]
 
     def err(self, code, what):
         if code != 0:
             raise RuntimeError(f"{what}: {code} {self.lib.radiance_gpu_error_string(code).decode()}")
 
-    def quantize(self, w, group, clip, packed, scales, stream):
+    def quantize(self, w, group, clip, packed, scales, stream, search=None):
+        """The library's entry, or with `search` (QUANTIZE_SEARCHES) the benchmark build's variant."""
         import torch
         dt = {torch.float32: F32, torch.float16: F16, torch.bfloat16: BF16}[w.dtype]
         bad = ctypes.c_int64(-2)
-        code = self.lib.radiance_gpu_quantize_rows(w.data_ptr(), dt, w.shape[0], w.shape[1], group, clip,
-                                                   packed.data_ptr(), scales.data_ptr(), ctypes.byref(bad), stream)
+        if search is None:
+            code = self.lib.radiance_gpu_quantize_rows(w.data_ptr(), dt, w.shape[0], w.shape[1], group, clip,
+                                                       packed.data_ptr(), scales.data_ptr(), ctypes.byref(bad), stream)
+        else:
+            code = self.lib.radiance_gpu_quantize_rows_variant(search, w.data_ptr(), dt, w.shape[0], w.shape[1], group,
+                                                               clip, None, packed.data_ptr(), scales.data_ptr(),
+                                                               ctypes.byref(bad), stream)
         self.err(code, "quantize_rows")
         return bad.value
 
@@ -197,6 +210,15 @@ def make_weights(rng, n, k, kind):
         w = (rng.integers(-40, 41, (n, k)).astype(np.float32)) * np.float32(2.0 ** -7)
     elif kind == "tiny":
         w = rng.standard_normal((n, k)).astype(np.float32) * np.float32(1e-9)
+    elif kind == "tinymix":
+        # bf16 weights with 0 < |w| < 2^-63 beside normal ones: their warps leave the saturating search
+        w = rng.standard_normal((n, k)).astype(np.float32) * 0.02
+        mask = rng.random((n, k)) < 0.02
+        w[mask] *= np.float32(2.0 ** -60)
+    elif kind == "huge":
+        # amax around 2^97 (saturating search) and, in every 7th row, 2^101 (ratio_error)
+        w = rng.standard_normal((n, k)).astype(np.float32) * np.float32(2.0 ** 95)
+        w[::7, 3] = np.float32(2.0 ** 101)
     else:
         raise ValueError(kind)
     if n > 3:
@@ -249,6 +271,28 @@ def check_quantize(L, rng, torch, failures, big=False):
                         failures.append(f"{tag}: {nw} words and {ns} scales differ")
                     else:
                         print(f"ok  {tag}")
+    # the inputs that steer hip/quantize.hip between its searches, through both searches of the build
+    for dtype_name, kind, group in (("bf16", "tinymix", 128), ("bf16", "huge", 128), ("bf16", "tinymix", 32),
+                                    ("bf16", "huge", 256), ("f32", "huge", 64), ("bf16", "ties", 128),
+                                    ("f16", "ties", 64), ("bf16", "gauss", 128)):
+        n, k = 777, 1024
+        w32 = make_weights(rng, n, k, kind)
+        arr, exact = to_dtype_np(w32, dtype_name)
+        wt = torch.from_numpy(arr.view(np.int16) if dtype_name == "bf16" else arr).cuda()
+        if dtype_name == "bf16":
+            wt = wt.view(torch.bfloat16)
+        rp, rs = ref_quantize(exact, group, CLIP_MSE)
+        for sname, search in QUANTIZE_SEARCHES.items():
+            packed = torch.full((n, k // 8), -559038737, dtype=torch.int32, device="cuda")
+            scales = torch.full((n, k // group), -1, dtype=torch.int16, device="cuda")
+            bad = L.quantize(wt, group, CLIP_MSE, packed, scales, stream, search=search)
+            nw = int((packed.cpu().numpy() != rp).sum())
+            ns = int((scales.cpu().numpy().view(np.uint16) != rs).sum())
+            tag = f"quantize search {sname} {dtype_name} G={group} mse {kind} {n}x{k}"
+            if bad != -1 or nw or ns:
+                failures.append(f"{tag}: {nw} words and {ns} scales differ, first_bad_row={bad}")
+            else:
+                print(f"ok  {tag}")
     # non-finite weights: smallest row index reported
     for dtype_name in ("bf16", "f16", "f32"):
         n, k = 300, 512
@@ -452,8 +496,9 @@ def cmd_check(args):
         check_quantize(L, rng, torch, failures, args.big)
         print(f"quantize checks {time.time() - t0:.1f} s")
     t0 = time.time()
-    check_apply(L, rng, torch, failures, args.big, args.variants, args.skip)
-    print(f"apply checks {time.time() - t0:.1f} s")
+    if not args.only_quantize:
+        check_apply(L, rng, torch, failures, args.big, args.variants, args.skip)
+        print(f"apply checks {time.time() - t0:.1f} s")
     if failures:
         print(f"FAILED: {len(failures)}")
         for f in failures[:60]:
@@ -545,9 +590,11 @@ def cmd_time(args):
     packed = torch.empty((n, k // 8), dtype=torch.int32, device="cuda")
     scales = torch.empty((n, k // 128), dtype=torch.int16, device="cuda")
     qbytes = n * k * 2 + n * k // 2 + n * k // 128 * 2
-    for clip, cname in () if args.no_peers else ((CLIP_MSE, "mse"), (CLIP_RTN, "rtn")):
-        def run_q(clip=clip):
-            return L.quantize(w, 128, clip, packed, scales, stream)
+    q_us = {}
+    runs = ((CLIP_MSE, "mse", None), (CLIP_MSE, "mse round18", QUANTIZE_SEARCHES["round18"]), (CLIP_RTN, "rtn", None))
+    for clip, cname, search in () if args.no_peers else runs:
+        def run_q(clip=clip, search=search):
+            return L.quantize(w, 128, clip, packed, scales, stream, search=search)
         run_q()
         torch.cuda.synchronize()
         ts, te = [], []
@@ -560,8 +607,11 @@ def cmd_time(args):
             ts.append((time.perf_counter() - t0) * 1e6)
             torch.cuda.synchronize()
             te.append(e0.elapsed_time(e1) * 1e3)
-        report(f"quantize ours {cname} {n}x{k} g128 (events: flag memset+kernel+copy)", float(np.median(te)), qbytes)
+        q_us[cname] = report(f"quantize ours {cname} {n}x{k} g128 (events: flag memset+kernel+copy)",
+                             float(np.median(te)), qbytes)
         report(f"quantize ours {cname} {n}x{k} g128 (host wall, whole call)", float(np.median(ts)), qbytes)
+    if "mse" in q_us:
+        print(f"quantize mse: library (saturating search) / round 18 = {q_us['mse'] / q_us['mse round18']:.3f}")
     if not args.quick and not args.no_peers:
         for mse in (True, False):
             torch.cuda.synchronize()
@@ -746,6 +796,7 @@ def main():
     ap.add_argument("--lib", default=DEFAULT_LIB)
     ap.add_argument("--log", default=os.path.join(ROOT, "build", "nvcc.log"))
     ap.add_argument("--big", action="store_true", help="also check heads whose packed bytes pass 2^31")
+    ap.add_argument("--only-quantize", action="store_true", help="check: the quantizer only, no apply kernel")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--heads", help="comma-separated NxK heads for time (default: all)")
     ap.add_argument("--seed", type=int, default=None)
