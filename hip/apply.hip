@@ -74,17 +74,23 @@ struct WsTile {
 };
 
 /* The library's tile for m > 32 tokens: the smallest token count in 32s that holds m (256 beyond,
- * in chunks); three consumer warpgroups where their accumulators fit in 160 registers (64 and
- * 128 tokens), two A-fragment sets where they fit beside the accumulators. Measured on the H200
- * (docs/PERF_LOG.md, seventh round); the library build holds exactly these (RAD_WS_LIBRARY in
- * apply_wgmma.hip). */
+ * in chunks), with the consumer warpgroups (3 where their accumulators fit in 160 registers, up
+ * to 160 tokens), A-fragment sets and persistence that timed best for that count on the H200
+ * (248320 x 5120, docs/PERF_LOG.md seventh round, run 35; differences of 1-4 % between the
+ * persistent and per-tile grids are within run-to-run noise there). The library build holds
+ * exactly these tiles (RAD_WS_LIBRARY in apply_wgmma.hip). */
 WsTile ws_tile(int64_t m)
 {
     const int tokens = m >= 256 ? 256 : (int)(m <= 64 ? 64 : (m + 31) / 32 * 32);
-    if (tokens == 64) return {64, 3, 2, true};
-    if (tokens == 96) return {96, 2, 2, true};
-    if (tokens == 128) return {128, 3, 1, true};
-    return {tokens, 2, 1, false};
+    switch (tokens) {
+    case 64: return {64, 3, 2, true};    /* 378.5 us */
+    case 96: return {96, 2, 2, true};    /* 546.3 */
+    case 128: return {128, 3, 1, true};  /* 624.3 */
+    case 160: return {160, 3, 1, false}; /* 728.8 */
+    case 192: return {192, 2, 1, true};  /* 939.4 */
+    case 224: return {224, 2, 1, false}; /* 1037.2 */
+    default: return {256, 2, 2, false};  /* 1098.4 */
+    }
 }
 
 /* The warp-specialized kernel with tile `w` and its two tensor maps, encoded into p. False where the driver

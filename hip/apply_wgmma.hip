@@ -664,15 +664,15 @@ rad_error_t launch_ws(const ApplyArgs &a, const ApplyPlan &p)
     X(64, 3, true)        \
     X(96, 2, true)        \
     X(128, 3, false)      \
-    X(160, 2, false)      \
+    X(160, 3, false)      \
     X(192, 2, false)      \
     X(224, 2, false)      \
-    X(256, 2, false)
+    X(256, 2, true)
 #define RAD_WS_VARIANTS(X) \
     X(64, 2, true)         \
     X(128, 2, true)        \
-    X(160, 3, false)       \
-    X(256, 2, true)
+    X(160, 2, false)       \
+    X(256, 2, false)
 
 rad_error_t launch_ws_plan(const ApplyArgs &a, const ApplyPlan &p)
 {
