@@ -79,6 +79,8 @@ def test_quantize_gpu_flags_non_finite_rows():
 
 
 M_VALUES = [1, 2, 3, 5, 8, 16, 17, 33, 64, 100, 256, 300]
+# radiance_gpu_test_refuse flags: never / always (1-8 tokens) the shared-activation stream kernels
+NO_SHARED_X, SHARED_X = 16, 32
 
 
 @pytest.mark.parametrize("m", M_VALUES)
@@ -98,6 +100,25 @@ def test_apply_gpu_matches_float64(m, k, group_size):
     assert y is out
     torch.cuda.synchronize()
     got = to_numpy(y).astype(np.float64)
+    assert np.isfinite(got).all(), f"unwritten outputs (seed {seed})"
+    assert_within_bf16_of_float64(got, x, packed, scales, group_size, bias, seed)
+
+
+# Every tile the planner picks from 9 tokens (hip/apply.hip, make_plan and ws_tile): the split-k
+# stream kernel for 9-16 tokens where the halves of k fit (and, with NO_SHARED_X, the wgmma kernel
+# instead), and each token count of the warp-specialized wgmma kernel (64 to 256 in 32s; above
+# 256 in chunks). Heads of 40001 rows give every persistent block several tiles (more tiles than
+# an H200 has SMs), so the ring carries on from one tile to the next.
+@pytest.mark.parametrize("flags", [0, NO_SHARED_X], ids=["auto", "no_shared_x"])
+@pytest.mark.parametrize("m", [9, 12, 16, 40, 96, 129, 160, 192, 224, 255, 257])
+@pytest.mark.parametrize("n, k, group_size", [(40001, 640, 128), (3001, 5120, 128), (1999, 2304, 256)])
+def test_apply_gpu_every_tile_matches_float64(flags, m, n, k, group_size):
+    rng, seed = fresh_rng()
+    w = weights(rng, n, k, "outliers").astype(BF16)
+    packed, scales = radiance.quantize_rows(w, group_size)
+    x = (rng.standard_normal((m, k)) * 2).astype(BF16)
+    bias = rng.standard_normal(n).astype(BF16) if m % 2 else None
+    got = apply_with_flags(flags, x, packed, scales, bias, group_size, n).astype(np.float64)
     assert np.isfinite(got).all(), f"unwritten outputs (seed {seed})"
     assert_within_bf16_of_float64(got, x, packed, scales, group_size, bias, seed)
 
@@ -345,7 +366,6 @@ def test_apply_gpu_fallback_paths_match_float64(flags, m, k, group_size):
 # it from 5 tokens where they fit beside 16 warps' rings (16 k bytes per 8 tokens: k up to about
 # 6300 with an H200's 227 KiB per block), the flag SHARED_X forces it for 1-8 tokens where they
 # fit, NO_SHARED_X never. k = 6400 and 8192 do not fit on an H200 (the fallback: stream or wgmma).
-NO_SHARED_X, SHARED_X = 16, 32
 SHARED_X_SHAPES = [(128, 128), (640, 128), (1152, 128), (2304, 256), (5120, 128), (6400, 128), (8192, 256)]
 
 

@@ -771,22 +771,30 @@ def cmd_sass(args):
 
 
 def cmd_profile(args):
-    """A few launches to run under ncu (one of each kernel of interest)."""
+    """A few launches to run under ncu (one of each kernel of interest). --variants: m:variant or
+    m:variant:NxK or m:variant:NxK:group, comma-separated (default head 248320 x 5120, group 128)."""
     import torch
     L = Lib(args.lib)
     stream = torch.cuda.current_stream().cuda_stream
-    n, k = 248320, 5120
-    w = (torch.randn(n, k, device="cuda") * 0.02).to(torch.bfloat16)
-    packed = torch.empty((n, k // 8), dtype=torch.int32, device="cuda")
-    scales = torch.empty((n, k // 128), dtype=torch.int16, device="cuda")
-    L.quantize(w, 128, CLIP_MSE, packed, scales, stream)
-    runs = ((1, "stream"), (16, "tile2x2"), (64, "wgtma64"))
-    if args.variants:  # m:variant,...
-        runs = [(int(mv.split(":")[0]), mv.split(":")[1]) for mv in args.variants.split(",")]
-    for m, v in runs:
+    runs = ["1:stream", "16:tile2x2", "64:wgtma64"]
+    if args.variants:
+        runs = args.variants.split(",")
+    heads = {}
+    for run in runs:
+        parts = run.split(":")
+        m, v = int(parts[0]), parts[1]
+        n, k = (int(s) for s in (parts[2] if len(parts) > 2 else "248320x5120").split("x"))
+        group = int(parts[3]) if len(parts) > 3 else 128
+        if (n, k, group) not in heads:
+            w = (torch.randn(n, k, device="cuda") * 0.02).to(torch.bfloat16)
+            packed = torch.empty((n, k // 8), dtype=torch.int32, device="cuda")
+            scales = torch.empty((n, k // group), dtype=torch.int16, device="cuda")
+            L.quantize(w, group, CLIP_MSE, packed, scales, stream)
+            heads[(n, k, group)] = (packed, scales)
+        packed, scales = heads[(n, k, group)]
         x = torch.randn(m, k, device="cuda").to(torch.bfloat16).view(torch.int16)
         out = torch.empty((m, n), dtype=torch.int16, device="cuda")
-        L.apply(x, packed, scales, None, 128, out, stream, VARIANTS[v])
+        L.apply(x, packed, scales, None, group, out, stream, VARIANTS[v])
     torch.cuda.synchronize()
 
 

@@ -2,7 +2,7 @@
 # Nsight Compute profile of the kernels the dispatch takes on the 248320 x 5120 head (and of the
 # vector kernel and the quantizer): tensor-pipe and issue utilization, warp stall reasons, memory
 # throughput. One lent H200 call:
-#   OUT=$OUT bash benchmarks/harness/ncu_profile.sh [m:variant,...]
+#   OUT=$OUT [KERNELS=regex] bash benchmarks/harness/ncu_profile.sh [m:variant[:NxK[:group]],...]
 # The benchmark build (gpu_kernels.py build) is made first unless build/libradiance_bench.so exists.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -21,7 +21,7 @@ metrics=$metrics,lts__t_bytes.sum.per_second,l1tex__data_pipe_lsu_wavefronts_mem
 metrics=$metrics,smsp__inst_executed.sum,gpu__time_duration.sum
 # why warps wait: every stall reason, in warps per issued instruction
 metrics=$metrics,regex:smsp__average_warps_issue_stalled_.*_per_issue_active.ratio
-timeout 500 ncu --clock-control none -k 'regex:apply|quantize' \
+timeout 500 ncu --clock-control none -k "regex:${KERNELS:-apply|quantize}" \
     --section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
     --section WarpStateStats --section SchedulerStats --section Occupancy --section LaunchStats \
     --metrics "$metrics" -o "$OUT/profile" \
