@@ -113,14 +113,7 @@ def test_apply_gpu_matches_float64(m, k, group_size):
 @pytest.mark.parametrize("m", [9, 12, 16, 40, 96, 129, 160, 192, 224, 255, 257])
 @pytest.mark.parametrize("n, k, group_size", [(40001, 640, 128), (3001, 5120, 128), (1999, 2304, 256)])
 def test_apply_gpu_every_tile_matches_float64(flags, m, n, k, group_size):
-    rng, seed = fresh_rng()
-    w = weights(rng, n, k, "outliers").astype(BF16)
-    packed, scales = radiance.quantize_rows(w, group_size)
-    x = (rng.standard_normal((m, k)) * 2).astype(BF16)
-    bias = rng.standard_normal(n).astype(BF16) if m % 2 else None
-    got = apply_with_flags(flags, x, packed, scales, bias, group_size, n).astype(np.float64)
-    assert np.isfinite(got).all(), f"unwritten outputs (seed {seed})"
-    assert_within_bf16_of_float64(got, x, packed, scales, group_size, bias, seed)
+    check_flags_against_float64(flags, m, n, k, group_size)
 
 
 @pytest.mark.parametrize("m", [1, 16, 64, 65, 200])
@@ -336,6 +329,21 @@ def apply_with_flags(flags, x, packed, scales, bias, group_size, n):
     return to_numpy(out)
 
 
+def check_flags_against_float64(flags, m, n, k, group_size):
+    """A fresh random head of n x k (outliers; n an odd draw from [lo, hi) where n is that pair)
+    and m tokens through the planner refusing `flags`, poisoned output, against float64."""
+    rng, seed = fresh_rng()
+    if isinstance(n, tuple):
+        n = int(rng.integers(*n)) | 1
+    w = weights(rng, n, k, "outliers").astype(BF16)
+    packed, scales = radiance.quantize_rows(w, group_size)
+    x = (rng.standard_normal((m, k)) * 2).astype(BF16)
+    bias = rng.standard_normal(n).astype(BF16) if m % 2 else None
+    got = apply_with_flags(flags, x, packed, scales, bias, group_size, n).astype(np.float64)
+    assert np.isfinite(got).all(), f"unwritten outputs (seed {seed})"
+    assert_within_bf16_of_float64(got, x, packed, scales, group_size, bias, seed)
+
+
 @pytest.mark.parametrize(
     "flags, m, k, group_size",
     [
@@ -351,15 +359,7 @@ def apply_with_flags(flags, x, packed, scales, bias, group_size, n):
     ],
 )
 def test_apply_gpu_fallback_paths_match_float64(flags, m, k, group_size):
-    rng, seed = fresh_rng()
-    n = int(rng.integers(300, 1500)) | 1
-    w = weights(rng, n, k, "outliers").astype(BF16)
-    packed, scales = radiance.quantize_rows(w, group_size)
-    x = (rng.standard_normal((m, k)) * 2).astype(BF16)
-    bias = rng.standard_normal(n).astype(BF16) if m % 2 else None
-    got = apply_with_flags(flags, x, packed, scales, bias, group_size, n).astype(np.float64)
-    assert np.isfinite(got).all(), f"unwritten outputs (seed {seed})"
-    assert_within_bf16_of_float64(got, x, packed, scales, group_size, bias, seed)
+    check_flags_against_float64(flags, m, (300, 1500), k, group_size)
 
 
 # The stream kernel with the activations in shared memory (hip/apply_stream.hip): the planner takes
@@ -428,12 +428,4 @@ def test_apply_gpu_vector_kernel_matches_float64(m, k, group_size):
 @pytest.mark.parametrize("m", [1, 2, 4, 8, 9, 17])
 @pytest.mark.parametrize("k, group_size", [(256, 128), (576, 32)])
 def test_apply_gpu_vector_kernel_many_row_blocks(m, k, group_size):
-    rng, seed = fresh_rng()
-    n = int(rng.integers(40000, 60000)) | 1
-    w = weights(rng, n, k, "outliers").astype(BF16)
-    packed, scales = radiance.quantize_rows(w, group_size)
-    x = (rng.standard_normal((m, k)) * 2).astype(BF16)
-    bias = rng.standard_normal(n).astype(BF16) if m % 2 else None
-    got = apply_with_flags(NO_MMA, x, packed, scales, bias, group_size, n).astype(np.float64)
-    assert np.isfinite(got).all(), f"unwritten outputs (seed {seed})"
-    assert_within_bf16_of_float64(got, x, packed, scales, group_size, bias, seed)
+    check_flags_against_float64(NO_MMA, m, (40000, 60000), k, group_size)
