@@ -308,10 +308,8 @@ enum {
     kStreamSplitKPair = 47, /* kStreamSplitKChain with kStreamPair's copies (k % 1024 == 0) */
     kStreamSplitKPair2c = 48,
     kStreamXsPair = 49, /* kStreamXs (at least 8 warps), k % 512 == 0, with kStreamPair's copies */
-    /* 50-59: the vector kernel (apply_vector.hip, apply_vector_v2.hip) */
-    kVector2 = 50,      /* the round-2 kernel */
-    kVectorDeep = 51,   /* two steps of words in flight (8 tokens: 8 warps per SM) */
-    kVectorStaged = 52, /* activations staged per row block even where all of k fits */
+    /* 50-52: vector2 (the round-2 vector kernel), vectordeep, vectorstaged. Deleted, slower than the
+     * library's vector kernel: docs/PERF_LOG.md seventh round */
     kWs3s160p = 60,
     kWs3s160n = 61,
     kWs2s192p = 62,
@@ -356,11 +354,8 @@ int variant_plan(const ApplyArgs &a, int variant, ApplyPlan *p)
         *p = make_plan(a, g_test_refuse.load(std::memory_order_relaxed));
         return 0;
     }
-    if (variant == kVector || variant == kVectorDeep || variant == kVectorStaged) {
+    if (variant == kVector) {
         p->path = ApplyPath::kVector;
-        p->vector_config = variant == kVectorDeep     ? (int)VectorConfig::kDeep
-                           : variant == kVectorStaged ? (int)VectorConfig::kStaged
-                                                      : (int)VectorConfig::kLibrary;
         return 0;
     }
     if (per_device_cached<rad_device_sm>() < 80) return RADIANCE_GPU_ENOFIT;
@@ -465,7 +460,6 @@ extern "C" int radiance_gpu_apply_variant(int variant, const uint16_t *x, int64_
     const int bad = check_args(x, m, k, packed, scales, bias, n, group_size, out);
     if (bad != 0 || m == 0 || n == 0) return bad;
     const ApplyArgs a = {x, m, k, packed, scales, bias, n, group_size, out, (rad_stream_t)stream};
-    if (variant == kVector2) return (int)launch_vector_v2(a);
     ApplyPlan p;
     const int err = variant_plan(a, variant, &p);
     if (err != 0) return err;

@@ -61,13 +61,6 @@ enum WgmmaCopy {
     kCopyTma = 2,   /* both by TMA (needs xmap and wmap), mbarrier ring, no block barrier */
 };
 
-#if defined(RADIANCE_KERNEL_VARIANTS)
-/* kVector in the benchmark build: the library's kernel with other launch shapes, and the round-2
- * kernel (apply_vector_v2.hip, its own launcher) */
-enum class VectorConfig { kLibrary = 0, kDeep = 1, kStaged = 2 };
-rad_error_t launch_vector_v2(const ApplyArgs &a);
-#endif
-
 /* Shapes the plan and the kernels agree on. */
 constexpr int kStepWords = 16; /* one k step of the mma kernels: 16 packed words = 128 columns */
 constexpr int kWgmmaRows = 256; /* rows per block of the wgmma kernel */
@@ -105,8 +98,6 @@ struct ApplyPlan {
      * with k_parts 2, whether a warp's next unit's first super-step is fetched during its last one */
     int k_parts;
     bool chain_units;
-    /* kVector: 0, the library's kernel; else a benchmark variant (VectorConfig) */
-    int vector_config;
     /* kWgmma with copy kCopyTmaX (xmap) or kCopyTma (both), encoded by the planner */
     rad_tma_desc_t xmap, wmap;
 };

@@ -48,17 +48,16 @@ VARIANTS = {"auto": 0, "vector": 1, "mma1x1": 2, "tile2x2": 3, "tile2x4": 4, "ti
             "ws3d64p": 30, "ws3d64n": 31, "ws2d64p": 32, "ws2d96p": 33, "ws2d96n": 34, "ws3s128p": 35, "ws3s128n": 36, "ws2d128p": 37, "ws2s160p": 38, "ws2s160n": 39, "ws3s160p": 60, "ws3s160n": 61, "ws2s192p": 62, "ws2s192n": 63, "ws2s224p": 64, "ws2s224n": 65, "ws2s256p": 66, "ws2s256n": 67, "ws2d256n": 68,
             "streamsplitk": 40, "streamsplitk2c": 41, "streamsplitkc": 42, "streamsplitkc2c": 43,
             "streamwhole": 44, "streampitch": 45, "streampair": 46, "streamsplitkp": 47, "streamsplitkp2c": 48,
-            "streamxsp": 49,
-            # the vector kernel (hip/apply_vector.hip; "vector" is the library's): the round-2 kernel
-            # (apply_vector_v2.hip), two steps of words in flight, activations staged per row block
-            "vector2": 50, "vectordeep": 51, "vectorstaged": 52}
+            "streamxsp": 49}
+# 50-52 (vector2: the round-2 vector kernel, vectordeep, vectorstaged) were deleted, slower than the
+# library's vector kernel: docs/PERF_LOG.md seventh round.
 # the quantize search of round 18 (radiance_gpu_quantize_rows_variant) was deleted, slower than the
 # library's saturating search: docs/PERF_LOG.md seventh round.
 # which variants the timing mode tries per m on the first head (the others get "auto" only)
 TIME_VARIANTS = {
-    1: "auto,stream,streamxs,streamwhole,streampitch,streampair,vector,vector2,vectordeep",
+    1: "auto,stream,streamxs,streamwhole,streampitch,streampair,vector",
     4: "auto,streamskipx,streamxs,streamxsbal",
-    8: "auto,wgquad8,stream,streamxsbal,streamxsp,vector,vector2,vectordeep",
+    8: "auto,wgquad8,stream,streamxsbal,streamxsp,vector",
     12: "auto,wgquad16,streamsplitk,streamsplitkc,streamsplitkp",
     16: "auto,wgquad16,wgpipe16,streamsplitk,streamsplitkc,streamsplitkp",
     32: "auto,wgpipe32",
