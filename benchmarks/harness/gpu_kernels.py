@@ -46,20 +46,17 @@ VARIANTS = {"auto": 0, "vector": 1, "mma1x1": 2, "tile2x2": 3, "tile2x4": 4, "ti
             "wgpipe32": 13, "wgpipe64": 14, "wgpipers128": 15, "wgpipe16": 16, "wgquad8": 17, "wgquad16": 18,
             "wgquad32": 19, "streamskipx": 20, "streamxs": 21, "streamxsbal": 24,
             "ws3d64p": 30, "ws3d64n": 31, "ws2d64p": 32, "ws2d96p": 33, "ws2d96n": 34, "ws3s128p": 35, "ws3s128n": 36, "ws2d128p": 37, "ws2s160p": 38, "ws2s160n": 39, "ws3s160p": 60, "ws3s160n": 61, "ws2s192p": 62, "ws2s192n": 63, "ws2s224p": 64, "ws2s224n": 65, "ws2s256p": 66, "ws2s256n": 67, "ws2d256n": 68,
-            "streamsplitk": 40, "streamsplitk2c": 41, "streamsplitkc": 42, "streamsplitkc2c": 43,
-            "streamwhole": 44, "streampitch": 45, "streampair": 46, "streamsplitkp": 47, "streamsplitkp2c": 48,
-            "streamxsp": 49}
-# 50-52 (vector2: the round-2 vector kernel, vectordeep, vectorstaged) were deleted, slower than the
-# library's vector kernel: docs/PERF_LOG.md seventh round.
-# the quantize search of round 18 (radiance_gpu_quantize_rows_variant) was deleted, slower than the
-# library's saturating search: docs/PERF_LOG.md seventh round.
+            "streamsplitk": 40, "streamsplitk2c": 41, "streamwhole": 44}
+# 42, 43, 45-52 (streamsplitkc, streamsplitkc2c, streampitch, streampair, streamsplitkp, streamsplitkp2c,
+# streamxsp, vector2, vectordeep, vectorstaged) and the quantize search of round 18 were deleted,
+# slower than what the library takes: docs/PERF_LOG.md seventh round.
 # which variants the timing mode tries per m on the first head (the others get "auto" only)
 TIME_VARIANTS = {
-    1: "auto,stream,streamxs,streamwhole,streampitch,streampair,vector",
+    1: "auto,stream,streamxs,streamwhole,vector",
     4: "auto,streamskipx,streamxs,streamxsbal",
-    8: "auto,wgquad8,stream,streamxsbal,streamxsp,vector",
-    12: "auto,wgquad16,streamsplitk,streamsplitkc,streamsplitkp",
-    16: "auto,wgquad16,wgpipe16,streamsplitk,streamsplitkc,streamsplitkp",
+    8: "auto,wgquad8,stream,streamxsbal,vector",
+    12: "auto,wgquad16,streamsplitk",
+    16: "auto,wgquad16,wgpipe16,streamsplitk",
     32: "auto,wgpipe32",
     48: "auto,ws3d64p",
     64: "auto,wgtma64,ws3d64p,ws3d64n,ws2d64p",
