@@ -300,18 +300,10 @@ enum {
     /* 40-49: the stream kernel's 9-16-token and M = 1 experiments (issue 14, 2026-12-01) */
     kStreamSplitK = 40,
     kStreamSplitK2c = 41, /* kStreamSplitK on 2 clusters: many units per warp at the check's sizes */
-    kStreamSplitKChain = 42, /* kStreamSplitK, each warp's next unit fetched during its last super-step */
-    kStreamSplitKChain2c = 43,
     kStreamWhole = 44, /* kStream (clamp), k % 512 == 0: no step tested against k inside a super-step */
-    kStreamPitch = 45, /* kStreamWhole, a row per lane pair of copies, rows padded in the ring */
-    kStreamPair = 46,  /* kStreamWhole, a row per lane pair of copies into the swizzled ring */
-    kStreamSplitKPair = 47, /* kStreamSplitKChain with kStreamPair's copies (k % 1024 == 0) */
-    kStreamSplitKPair2c = 48,
-    kStreamXsPair = 49, /* kStreamXs (at least 8 warps), k % 512 == 0, with kStreamPair's copies */
-    /* 50-59: the vector kernel (apply_vector.hip, apply_vector_v2.hip) */
-    kVector2 = 50,      /* the round-2 kernel */
-    kVectorDeep = 51,   /* two steps of words in flight (8 tokens: 8 warps per SM) */
-    kVectorStaged = 52, /* activations staged per row block even where all of k fits */
+    /* 42, 43, 45-49: streamsplitkc, streamsplitkc2c, streampitch, streampair, streamsplitkp,
+     * streamsplitkp2c, streamxsp; 50-52: vector2 (the round-2 vector kernel), vectordeep,
+     * vectorstaged. Deleted, slower than the kernels the plan takes: docs/PERF_LOG.md seventh round */
     kWs3s160p = 60,
     kWs3s160n = 61,
     kWs2s192p = 62,
@@ -356,11 +348,8 @@ int variant_plan(const ApplyArgs &a, int variant, ApplyPlan *p)
         *p = make_plan(a, g_test_refuse.load(std::memory_order_relaxed));
         return 0;
     }
-    if (variant == kVector || variant == kVectorDeep || variant == kVectorStaged) {
+    if (variant == kVector) {
         p->path = ApplyPath::kVector;
-        p->vector_config = variant == kVectorDeep     ? (int)VectorConfig::kDeep
-                           : variant == kVectorStaged ? (int)VectorConfig::kStaged
-                                                      : (int)VectorConfig::kLibrary;
         return 0;
     }
     if (per_device_cached<rad_device_sm>() < 80) return RADIANCE_GPU_ENOFIT;
@@ -380,10 +369,6 @@ int variant_plan(const ApplyArgs &a, int variant, ApplyPlan *p)
         p->x_mode = variant == kStreamSkipX ? kXSkip : kXClamp;
         ok = big_groups;
         break;
-    case kStreamXsPair:
-        ok = big_groups && a.k % 512 == 0 && plan_stream_shared_x(a, 1, 4, 8, false, p);
-        p->pair_copy = true;
-        break;
     case kStreamXs:
     case kStreamXsBal:
         /* at least 8 warps beside the activations (16 for the library's plan, make_plan); Bal:
@@ -391,31 +376,18 @@ int variant_plan(const ApplyArgs &a, int variant, ApplyPlan *p)
         ok = big_groups && plan_stream_shared_x(a, 1, 4, variant == kStreamXsBal ? 12 : 8, variant == kStreamXsBal, p);
         break;
     case kStreamWhole:
-    case kStreamPitch:
-    case kStreamPair:
         p->path = ApplyPath::kStream;
         p->row_tiles = p->token_tiles = 1;
         p->x_mode = kXClamp;
         p->whole_super = true;
-        p->pitch_rows = variant == kStreamPitch;
-        p->pair_copy = variant == kStreamPair;
         ok = big_groups && a.k % 512 == 0;
         break;
     case kStreamSplitK:
     case kStreamSplitK2c:
-    case kStreamSplitKChain:
-    case kStreamSplitKChain2c:
-    case kStreamSplitKPair:
-    case kStreamSplitKPair2c: {
         /* 9-16 tokens (any m <= 16 runs), k halved over a cluster pair; at least 8 warps per block */
-        const bool pair = variant == kStreamSplitKPair || variant == kStreamSplitKPair2c;
-        ok = big_groups && (!pair || a.k % 1024 == 0) && plan_stream_split_k(a, 8, p);
-        const bool two = variant == kStreamSplitK2c || variant == kStreamSplitKChain2c || variant == kStreamSplitKPair2c;
-        if (ok && two && p->blocks > 4) p->blocks = 4;
-        p->chain_units = variant != kStreamSplitK && variant != kStreamSplitK2c;
-        p->pair_copy = pair;
+        ok = big_groups && plan_stream_split_k(a, 8, p);
+        if (ok && variant == kStreamSplitK2c && p->blocks > 4) p->blocks = 4;
         break;
-    }
     case kWgmma32: ok = variant_wgmma(a, 32, kCopyAsync, 2, p); break;
     case kWgmma64: ok = variant_wgmma(a, 64, kCopyAsync, 2, p); break;
     case kWgmmaTma32: ok = variant_wgmma(a, 32, kCopyTmaX, 2, p); break;
@@ -465,7 +437,6 @@ extern "C" int radiance_gpu_apply_variant(int variant, const uint16_t *x, int64_
     const int bad = check_args(x, m, k, packed, scales, bias, n, group_size, out);
     if (bad != 0 || m == 0 || n == 0) return bad;
     const ApplyArgs a = {x, m, k, packed, scales, bias, n, group_size, out, (rad_stream_t)stream};
-    if (variant == kVector2) return (int)launch_vector_v2(a);
     ApplyPlan p;
     const int err = variant_plan(a, variant, &p);
     if (err != 0) return err;

@@ -61,13 +61,6 @@ enum WgmmaCopy {
     kCopyTma = 2,   /* both by TMA (needs xmap and wmap), mbarrier ring, no block barrier */
 };
 
-#if defined(RADIANCE_KERNEL_VARIANTS)
-/* kVector in the benchmark build: the library's kernel with other launch shapes, and the round-2
- * kernel (apply_vector_v2.hip, its own launcher) */
-enum class VectorConfig { kLibrary = 0, kDeep = 1, kStaged = 2 };
-rad_error_t launch_vector_v2(const ApplyArgs &a);
-#endif
-
 /* Shapes the plan and the kernels agree on. */
 constexpr int kStepWords = 16; /* one k step of the mma kernels: 16 packed words = 128 columns */
 constexpr int kWgmmaRows = 256; /* rows per block of the wgmma kernel */
@@ -81,13 +74,9 @@ struct ApplyPlan {
     int wmma_arch;
     bool wmma_corrupt;
     int x_mode; /* kStream: StreamX */
-    /* kStream (benchmark build): k % 512 == 0, so the kernel that tests no step against k inside its
-     * 4-step super-steps */
+    /* kStream: k % 512 == 0, so the kernel that tests no step against k inside its 4-step
+     * super-steps */
     bool whole_super;
-    bool pitch_rows; /* with whole_super: a lane pair copies a row, rows padded in the ring (PITCH) */
-    /* kStream with whole_super, kStreamSharedX (k % 512 == 0; with k_parts 2, k % 1024 == 0): a lane
-     * pair copies a row into the swizzled ring (PAIR), benchmark build */
-    bool pair_copy;
     /* kWgmma: tokens per block (8 .. 128), WgmmaCopy, 64-row halves per warpgroup (1: four
      * warpgroups; 2: two, ping-pong), running scale (128 tokens) */
     int tokens, copy, halves;
@@ -101,12 +90,8 @@ struct ApplyPlan {
     /* kStreamSharedX: steps per ring slot, warps per block, blocks (at most one per SM), dynamic
      * shared memory bytes (the rings and the activations), all from plan_stream_shared_x */
     int super_step, warps, blocks, smem;
-    /* kStreamSharedX: 2 where k is split over a cluster pair of blocks (plan_stream_split_k), else 0;
-     * with k_parts 2, whether a warp's next unit's first super-step is fetched during its last one */
+    /* kStreamSharedX: 2 where k is split over a cluster pair of blocks (plan_stream_split_k), else 0 */
     int k_parts;
-    bool chain_units;
-    /* kVector: 0, the library's kernel; else a benchmark variant (VectorConfig) */
-    int vector_config;
     /* kWgmma with copy kCopyTmaX (xmap) or kCopyTma (both), encoded by the planner */
     rad_tma_desc_t xmap, wmap;
 };
@@ -134,7 +119,7 @@ bool plan_stream_shared_x(const ApplyArgs &a, int token_tiles, int super_step, i
  * clusters (sm_90), k % (2 group) == 0 (whole steps and groups per half), and all 16 tokens'
  * activations over half of k (16 k bytes) fit in the opt-in shared memory per block beside at least
  * min_warps warps' rings and exchange slots; false (p untouched) elsewhere, and in builds without
- * the kernel (so far only the benchmark build holds it). Not called by make_plan yet. */
+ * the kernel (HIP). */
 bool plan_stream_split_k(const ApplyArgs &a, int min_warps, ApplyPlan *p);
 
 /* Whether this build holds the wgmma kernel for the current device (an sm_90a binary on an sm_90

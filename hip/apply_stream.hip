@@ -23,10 +23,10 @@
  *
  * apply_stream_xs_kernel (path kStreamSharedX) runs the same warp body with the activations in
  * shared memory, one block per SM; the planner takes it where they fit (plan_stream_shared_x).
- * apply_stream_split_k_kernel (benchmark build, not planned yet; plan_stream_split_k) runs it for 16
- * tokens with k split over a cluster of two such blocks. The benchmark build also holds M = 1
- * kernels with fewer instructions per super-step (stream_warp_rows' WHOLE, PITCH and PAIR flags):
- * docs/PERF_LOG.md, "9-16 tokens by split k, and the M = 1 diet".
+ * apply_stream_split_k_kernel (plan_stream_split_k) runs it for 9-16 tokens with k split over a
+ * cluster of two such blocks. stream_warp_rows' WHOLE (k % 512 == 0: no step tested against k
+ * inside a super-step) serves 1-2 tokens and the split-k halves: docs/PERF_LOG.md, "9-16 tokens by
+ * split k, and the M = 1 diet", and its seventh round.
  */
 #include "apply_common.h"
 #include "apply_paths.h"
@@ -47,62 +47,35 @@ template <int ROW_TILES, int SUPER_STEPS>
 struct StreamSmem {
     static constexpr int slot = 16 * ROW_TILES * 64 * SUPER_STEPS; /* one ring slot: a super-step of a warp's rows */
 };
-/* stream_warp_rows PITCH: bytes between rows in a ring slot, a visit + 64, so that rows g and g + 1
- * start 64 bytes apart modulo 128 and the 8 lanes of a 16-byte read phase hit distinct banks
- * without the swizzle */
-constexpr int kStreamPitch = 4 * 64 + 64;
-
-/* CHAIN (stream_warp_rows): what one unit of a warp hands to its next, so that the next unit's first
- * super-step and its scales travel while this one finishes (the ring does not drain between units). */
-template <int ROW_TILES, int SUPER_STEPS>
-struct StreamChain {
-    int64_t next_row0; /* the warp's next unit, or -1: set by the caller before each unit */
-    int base;          /* ring slot of this unit's super-step 0 */
-    bool primed;       /* this unit's super-step 0 was issued and its scales loaded by the last one */
-    uint32_t scales[SUPER_STEPS][ROW_TILES];
-};
 
 /* The rows row0 .. row0 + 16 ROW_TILES - 1 (those below n) of a stream warp, for the tokens tok0 ..
  * tok0 + 8 TOKEN_TILES - 1 (those below m), through this warp's ring. X_MODE kXShared: xs is the block's
  * copy of the activations of these tokens (16 k bytes per 8 tokens). K_PART (kXShared only): only the
  * ksteps 128-column steps from step step0 on (xs holds just those columns, 2048 ksteps bytes per 8
  * tokens), and the fp32 sums go to partial[(mt * TOKEN_TILES + nt) * 4 + c] instead of the output
- * (apply_stream_split_k_kernel adds the two halves of k). CHAIN (K_PART, 2 ring slots): during its
- * last super-step the warp issues chain->next_row0's first super-step into the free slot and loads its
- * scales, and the next call starts from them; nothing is waited for at the end. WHOLE: the caller
- * guarantees k % (128 SUPER_STEPS) == 0, so no step is tested against k inside a super-step. PITCH
- * (WHOLE, 16 rows, 4-step super-steps): lanes 2 r and 2 r + 1 copy row r, 32 bytes per copy
- * instruction (16-byte pieces 2 i and 2 i + 1), so a lane's 8 copies sit at fixed offsets from one
- * source and one destination address (no 64-bit arithmetic per copy); rows kStreamPitch bytes apart
- * in the slot instead of the swizzle; a lane of a row past n copies nothing (that row's products are
- * never stored). PAIR: the same copies into the swizzled slot (no padding): piece pair i of an odd
- * row goes to pair i ^ 2, i.e. 64 bytes up for i = 0, 1, 4, 5 and down for the others, so a lane's
- * destinations are two base addresses plus fixed offsets. */
+ * (apply_stream_split_k_kernel adds the two halves of k). WHOLE: the caller guarantees
+ * k % (128 SUPER_STEPS) == 0 (with K_PART: ksteps % SUPER_STEPS == 0), so no step is tested against
+ * k inside a super-step. */
 template <int GROUP, int ROW_TILES, int TOKEN_TILES, int SUPER_STEPS, int RING_SLOTS, int X_MODE,
-          bool K_PART = false, bool CHAIN = false, bool WHOLE = false, bool PITCH = false, bool PAIR = false>
+          bool K_PART = false, bool WHOLE = false>
 __device__ __forceinline__ void stream_warp_rows(const uint16_t *__restrict__ x, int64_t m, int64_t k,
                                                  const int32_t *__restrict__ packed,
                                                  const uint16_t *__restrict__ scales,
                                                  const uint16_t *__restrict__ bias, int64_t n,
                                                  uint16_t *__restrict__ out, int64_t row0, int64_t tok0,
                                                  unsigned char *ring, const unsigned char *xs, int step0 = 0,
-                                                 int ksteps = 0, float *partial = nullptr,
-                                                 StreamChain<ROW_TILES, SUPER_STEPS> *chain = nullptr)
+                                                 int ksteps = 0, float *partial = nullptr)
 {
 #if defined(RAD_HAS_MMA_BF16)
     static_assert(GROUP >= 128, "one scale per row and step");
     static_assert(SUPER_STEPS % 2 == 0, "the activation register set of step j SUPER_STEPS + p is p & 1");
     constexpr int kRowsW = 16 * ROW_TILES;
     constexpr int kRowBytes = 64 * SUPER_STEPS;                 /* one visit */
-    static_assert(!PITCH || (ROW_TILES == 1 && SUPER_STEPS == 4 && WHOLE && !CHAIN), "PITCH: 16 rows, 4 whole steps");
-    static_assert(!PAIR || (ROW_TILES == 1 && SUPER_STEPS == 4 && WHOLE && !PITCH), "PAIR: 16 rows, 4 whole steps");
-    constexpr int kRowPitch = PITCH ? kStreamPitch : kRowBytes;
-    constexpr int kSlot = PITCH ? 16 * kStreamPitch : StreamSmem<ROW_TILES, SUPER_STEPS>::slot;
+    constexpr int kSlot = StreamSmem<ROW_TILES, SUPER_STEPS>::slot;
     constexpr int kLanesPerRow = 4 * SUPER_STEPS;               /* 16-byte pieces per visit */
     constexpr int kCopies = kRowsW * kLanesPerRow / 32; /* per lane and super-step */
     constexpr bool XS = X_MODE == kXShared;
     static_assert(!K_PART || XS, "a part of k reads its columns from the block's shared copy");
-    static_assert(!CHAIN || (K_PART && RING_SLOTS == 2), "a chained unit prefetches one super-step of the next");
     const int lane = threadIdx.x & 31;
     const int g = lane >> 2, t = lane & 3;
     const int64_t kw = k / 8, ng = k / GROUP;
@@ -123,7 +96,6 @@ __device__ __forceinline__ void stream_warp_rows(const uint16_t *__restrict__ x,
     const int64_t cstride = (int64_t)kRowStep * kw * 4; /* bytes between a lane's copies */
     const int cdst = crow * kRowBytes + ((cpiece ^ ((crow & 1) << 2)) << 4);
     const unsigned ring_s = (unsigned)__cvta_generic_to_shared(ring);
-    const int base = CHAIN ? chain->base : 0;
     auto copy_rows = [&](int dst, const unsigned char *src, bool all, int left) __attribute__((always_inline)) {
         if (all) {
 #pragma unroll
@@ -137,49 +109,10 @@ __device__ __forceinline__ void stream_warp_rows(const uint16_t *__restrict__ x,
             }
         }
     };
-    /* CHAIN: the next unit's rows (its super-step 0 is issued as this unit's super-step nsuper) */
-    const int64_t nrow0 = CHAIN ? chain->next_row0 : -1;
-    const bool n_all_rows = nrow0 + kRowsW <= n;
-    const int n_rows_left = (int)(n_all_rows ? kRowsW : n - nrow0) - crow;
-    const unsigned char *ncsrc = csrc + (nrow0 - row0) * kw * 4;
-    /* PITCH: this lane's row and first piece */
-    const int prow = lane >> 1;
-    const bool prow_ok = row0 + prow < n;
-    const unsigned char *psrc = (const unsigned char *)(packed + (row0 + (prow_ok ? prow : 0)) * kw +
-                                                        (K_PART ? step0 * kStepWords : 0)) + 16 * (lane & 1);
-    const unsigned pdst = ring_s + prow * kRowPitch + 16 * (lane & 1);
-    const unsigned pup = pdst + 64 * (prow & 1), pdown = pdst - 64 * (prow & 1); /* PAIR */
-    /* CHAIN with PAIR: the next unit's rows */
-    const int64_t pnrow = CHAIN ? chain->next_row0 + prow : 0;
-    const bool pnrow_ok = CHAIN && chain->next_row0 >= 0 && pnrow < n;
-    const unsigned char *pnsrc = psrc + (pnrow_ok ? (chain->next_row0 - row0) * kw * 4 : 0);
     auto issue = [&](int j) __attribute__((always_inline)) {
-        if (PAIR) {
-            const bool cur = j < nsuper && prow_ok;
-            if (cur || (CHAIN && j == nsuper && pnrow_ok)) {
-                const unsigned char *src = cur ? psrc + (int64_t)j * kRowBytes : pnsrc;
-                const unsigned so = ((j + base) % RING_SLOTS) * kSlot;
-#pragma unroll
-                for (int i = 0; i < 8; i++) rad_cp_async_16_full((i & 2 ? pdown : pup) + so + 32 * i, src + 32 * i);
-            }
-            rad_cp_async_commit();
-            return;
-        }
-        if (PITCH) {
-            if (j < nsuper && prow_ok) {
-                const unsigned char *src = psrc + (int64_t)j * kRowBytes;
-                const unsigned dst = pdst + (j % RING_SLOTS) * kSlot;
-#pragma unroll
-                for (int i = 0; i < 8; i++) rad_cp_async_16_full(dst + 32 * i, src + 32 * i);
-            }
-            rad_cp_async_commit();
-            return;
-        }
         if (j < nsuper && (WHOLE || j * SUPER_STEPS + (cpiece >> 2) < nsteps)) {
-            const int dst = ((j + base) % RING_SLOTS) * kSlot + cdst;
+            const int dst = (j % RING_SLOTS) * kSlot + cdst;
             copy_rows(dst, csrc + (int64_t)j * (SUPER_STEPS * kStepWords * 4), all_rows, rows_left);
-        } else if (CHAIN && j == nsuper && nrow0 >= 0 && (cpiece >> 2) < nsteps) {
-            copy_rows(((j + base) % RING_SLOTS) * kSlot + cdst, ncsrc, n_all_rows, n_rows_left);
         }
         rad_cp_async_commit();
     };
@@ -195,19 +128,16 @@ __device__ __forceinline__ void stream_warp_rows(const uint16_t *__restrict__ x,
             srow[mt][hi] = scales + row * ng + (K_PART ? (GROUP == 256 ? step0 >> 1 : step0) : 0);
         }
     uint32_t scur[SUPER_STEPS][ROW_TILES], snext[SUPER_STEPS][ROW_TILES];
-    auto load_scales_of = [&](uint32_t (&dst)[SUPER_STEPS][ROW_TILES], int j,
-                              const uint16_t *(&sr)[ROW_TILES][2]) __attribute__((always_inline)) {
+    auto load_scales = [&](uint32_t (&dst)[SUPER_STEPS][ROW_TILES], int j) __attribute__((always_inline)) {
 #pragma unroll
         for (int p = 0; p < SUPER_STEPS; p++) {
             const int step = j * SUPER_STEPS + p;
             const int grp = GROUP == 256 ? step >> 1 : step;
 #pragma unroll
             for (int mt = 0; mt < ROW_TILES; mt++)
-                dst[p][mt] = WHOLE || step < nsteps ? (uint32_t)sr[mt][0][grp] | ((uint32_t)sr[mt][1][grp] << 16) : 0u;
+                dst[p][mt] = WHOLE || step < nsteps ? (uint32_t)srow[mt][0][grp] | ((uint32_t)srow[mt][1][grp] << 16)
+                                                    : 0u;
         }
-    };
-    auto load_scales = [&](uint32_t (&dst)[SUPER_STEPS][ROW_TILES], int j) __attribute__((always_inline)) {
-        load_scales_of(dst, j, srow);
     };
 
     /* two mma chains (the low and high k8 of each k16) */
@@ -252,16 +182,9 @@ __device__ __forceinline__ void stream_warp_rows(const uint16_t *__restrict__ x,
         xsrc[nt] += kStepWords * 8;
     }
 
-    if (CHAIN && chain->primed) {
 #pragma unroll
-        for (int p = 0; p < SUPER_STEPS; p++)
-#pragma unroll
-            for (int mt = 0; mt < ROW_TILES; mt++) snext[p][mt] = chain->scales[p][mt];
-    } else {
-#pragma unroll
-        for (int p = 0; p < RING_SLOTS - 1; p++) issue(p);
-        load_scales(snext, 0);
-    }
+    for (int p = 0; p < RING_SLOTS - 1; p++) issue(p);
+    load_scales(snext, 0);
 
     for (int j = 0; j < nsuper; j++) {
         rad_cp_async_wait<RING_SLOTS - 2>(); /* this lane's copies of super-step j have landed */
@@ -271,21 +194,8 @@ __device__ __forceinline__ void stream_warp_rows(const uint16_t *__restrict__ x,
         for (int p = 0; p < SUPER_STEPS; p++)
 #pragma unroll
             for (int mt = 0; mt < ROW_TILES; mt++) scur[p][mt] = snext[p][mt];
-        if (j + 1 < nsuper) {
-            load_scales(snext, j + 1);
-        } else if (CHAIN && nrow0 >= 0) {
-            const uint16_t *nsrow[ROW_TILES][2];
-#pragma unroll
-            for (int mt = 0; mt < ROW_TILES; mt++)
-#pragma unroll
-                for (int hi = 0; hi < 2; hi++) {
-                    int64_t row = nrow0 + 16 * mt + g + 8 * hi;
-                    row = row < n ? row : n - 1;
-                    nsrow[mt][hi] = scales + row * ng + (GROUP == 256 ? step0 >> 1 : step0);
-                }
-            load_scales_of(chain->scales, 0, nsrow);
-        }
-        const unsigned char *slot = ring + ((j + base) % RING_SLOTS) * kSlot;
+        if (j + 1 < nsuper) load_scales(snext, j + 1);
+        const unsigned char *slot = ring + (j % RING_SLOTS) * kSlot;
 #pragma unroll
         for (int p = 0; p < SUPER_STEPS; p++) {
             const int step = j * SUPER_STEPS + p;
@@ -317,8 +227,7 @@ __device__ __forceinline__ void stream_warp_rows(const uint16_t *__restrict__ x,
 #pragma unroll
             for (int r = 0; r < 2 * ROW_TILES; r++) {
                 const int row = 16 * (r >> 1) + g + 8 * (r & 1);
-                const uint4 v = *(const uint4 *)(slot + row * kRowPitch +
-                                                 (((4 * p + t) ^ (PITCH ? 0 : (g & 1) << 2)) << 4));
+                const uint4 v = *(const uint4 *)(slot + row * kRowBytes + (((4 * p + t) ^ ((g & 1) << 2)) << 4));
                 wv[r][0] = v.x; wv[r][1] = v.y; wv[r][2] = v.z; wv[r][3] = v.w;
             }
 #pragma unroll
@@ -367,12 +276,7 @@ __device__ __forceinline__ void stream_warp_rows(const uint16_t *__restrict__ x,
             }
         }
     }
-    if (CHAIN) {
-        chain->base = (base + nsuper) % RING_SLOTS;
-        chain->primed = nrow0 >= 0;
-    } else {
-        rad_cp_async_wait<0>();
-    }
+    rad_cp_async_wait<0>();
 
     if (K_PART) {
 #pragma unroll
@@ -397,7 +301,7 @@ __device__ __forceinline__ void stream_warp_rows(const uint16_t *__restrict__ x,
 }
 
 template <int GROUP, int ROW_TILES, int TOKEN_TILES, int SUPER_STEPS, int RING_SLOTS, int X_MODE = kXClamp,
-          bool WHOLE = false, bool PITCH = false, bool PAIR = false>
+          bool WHOLE = false>
 __global__ void __launch_bounds__(kStreamWarps * 32, ROW_TILES * TOKEN_TILES == 1 ? 4 : 1)
 apply_stream_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const int32_t *__restrict__ packed,
                     const uint16_t *__restrict__ scales, const uint16_t *__restrict__ bias, int64_t n,
@@ -410,9 +314,8 @@ apply_stream_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const 
     const int64_t row_block = (int64_t)blockIdx.x / token_chunks;
     const int64_t row0 = (row_block * kStreamWarps + warp) * (16 * ROW_TILES);
     if (row0 >= n) return; /* whole warp; no block-wide barriers in this kernel */
-    constexpr int kSlot = PITCH ? 16 * kStreamPitch : StreamSmem<ROW_TILES, SUPER_STEPS>::slot;
-    unsigned char *ring = smem + warp * (RING_SLOTS * kSlot);
-    stream_warp_rows<GROUP, ROW_TILES, TOKEN_TILES, SUPER_STEPS, RING_SLOTS, X_MODE, false, false, WHOLE, PITCH, PAIR>(
+    unsigned char *ring = smem + warp * (RING_SLOTS * StreamSmem<ROW_TILES, SUPER_STEPS>::slot);
+    stream_warp_rows<GROUP, ROW_TILES, TOKEN_TILES, SUPER_STEPS, RING_SLOTS, X_MODE, false, WHOLE>(
         x, m, k, packed, scales, bias, n, out, row0, chunk * (8 * TOKEN_TILES), ring, nullptr);
 }
 
@@ -428,25 +331,11 @@ rad_error_t launch_stream(const ApplyArgs &a, const ApplyPlan &p)
                    uint16_t *, int64_t) = nullptr;
     const bool g128 = a.group == 128;
     if (a.group != 128 && a.group != 256) return (rad_error_t)RADIANCE_GPU_EINVAL;
-    int smem = kStreamWarps * kRingSlots * 16 * p.row_tiles * 64 * kSuperSteps; /* StreamSmem */
+    const int smem = kStreamWarps * kRingSlots * 16 * p.row_tiles * 64 * kSuperSteps; /* StreamSmem */
     if (p.whole_super) {
-        if (p.row_tiles == 1 && p.x_mode == kXClamp && a.k % (128 * kSuperSteps) == 0 && !p.pitch_rows && !p.pair_copy)
+        if (p.row_tiles == 1 && p.x_mode == kXClamp && a.k % (128 * kSuperSteps) == 0)
             kernel = g128 ? apply_stream_kernel<128, 1, kTokenTiles, kSuperSteps, kRingSlots, kXClamp, true>
                           : apply_stream_kernel<256, 1, kTokenTiles, kSuperSteps, kRingSlots, kXClamp, true>;
-#if defined(RADIANCE_KERNEL_VARIANTS)
-        if (p.row_tiles == 1 && p.x_mode == kXClamp && a.k % (128 * kSuperSteps) == 0 && !p.pitch_rows)
-            kernel = g128 ? (p.pair_copy ? apply_stream_kernel<128, 1, kTokenTiles, kSuperSteps, kRingSlots, kXClamp, true,
-                                                               false, true>
-                                         : apply_stream_kernel<128, 1, kTokenTiles, kSuperSteps, kRingSlots, kXClamp, true>)
-                          : (p.pair_copy ? apply_stream_kernel<256, 1, kTokenTiles, kSuperSteps, kRingSlots, kXClamp, true,
-                                                               false, true>
-                                         : apply_stream_kernel<256, 1, kTokenTiles, kSuperSteps, kRingSlots, kXClamp, true>);
-        if (p.row_tiles == 1 && p.x_mode == kXClamp && a.k % (128 * kSuperSteps) == 0 && p.pitch_rows) {
-            kernel = g128 ? apply_stream_kernel<128, 1, kTokenTiles, kSuperSteps, kRingSlots, kXClamp, true, true>
-                          : apply_stream_kernel<256, 1, kTokenTiles, kSuperSteps, kRingSlots, kXClamp, true, true>;
-            smem = kStreamWarps * kRingSlots * 16 * kStreamPitch;
-        }
-#endif
     } else if (p.row_tiles == 1 && p.x_mode == kXClamp)
         kernel = g128 ? apply_stream_kernel<128, 1, kTokenTiles, kSuperSteps, kRingSlots, kXClamp>
                       : apply_stream_kernel<256, 1, kTokenTiles, kSuperSteps, kRingSlots, kXClamp>;
@@ -485,9 +374,8 @@ constexpr int kStreamXsRingSlots = 2;
  * 16. A load of the warp reads at most 512 contiguous bytes: 4 shared-memory wavefronts, where 8
  * tokens' rows in global memory touch 16 L1 lines. Tokens past m are zeros (and not read: see
  * stream_warp_rows). Built with TOKEN_TILES 1, SUPER_STEPS 4 only (docs/PERF_LOG.md, run 26:
- * 203.9 against 234.3 us at 8 tokens; the 16-token instances lost to the wgmma kernel, run 31). PAIR
- * (benchmark build, k % 512 == 0): stream_warp_rows' WHOLE and PAIR. */
-template <int GROUP, int ROW_TILES, int TOKEN_TILES, int SUPER_STEPS, int RING_SLOTS, bool PAIR = false>
+ * 203.9 against 234.3 us at 8 tokens; the 16-token instances lost to the wgmma kernel, run 31). */
+template <int GROUP, int ROW_TILES, int TOKEN_TILES, int SUPER_STEPS, int RING_SLOTS>
 __global__ void __launch_bounds__(kStreamXsMaxWarps * 32, 1)
 apply_stream_xs_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const int32_t *__restrict__ packed,
                        const uint16_t *__restrict__ scales, const uint16_t *__restrict__ bias, int64_t n,
@@ -512,8 +400,8 @@ apply_stream_xs_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, con
     unsigned char *ring = smem + warp * (RING_SLOTS * StreamSmem<ROW_TILES, SUPER_STEPS>::slot);
     for (int64_t u = (int64_t)blockIdx.x * warps + warp; u < units; u += (int64_t)gridDim.x * warps) {
         __syncwarp(); /* every lane is done with the ring (the last unit's reads) before it refills */
-        stream_warp_rows<GROUP, ROW_TILES, TOKEN_TILES, SUPER_STEPS, RING_SLOTS, kXShared, false, false, PAIR, false,
-                         PAIR>(x, m, k, packed, scales, bias, n, out, u * (16 * ROW_TILES), 0, ring, xs);
+        stream_warp_rows<GROUP, ROW_TILES, TOKEN_TILES, SUPER_STEPS, RING_SLOTS, kXShared>(
+            x, m, k, packed, scales, bias, n, out, u * (16 * ROW_TILES), 0, ring, xs);
     }
 #endif
 }
@@ -525,15 +413,6 @@ rad_error_t launch_stream_xs(const ApplyArgs &a, const ApplyPlan &p)
                    uint16_t *) = nullptr;
     if (a.group == 128) kernel = apply_stream_xs_kernel<128, 1, TOKEN_TILES, SUPER_STEPS, kStreamXsRingSlots>;
     if (a.group == 256) kernel = apply_stream_xs_kernel<256, 1, TOKEN_TILES, SUPER_STEPS, kStreamXsRingSlots>;
-#if defined(RADIANCE_KERNEL_VARIANTS)
-    if (p.pair_copy) {
-        kernel = nullptr;
-        if (a.k % 512 == 0 && a.group == 128)
-            kernel = apply_stream_xs_kernel<128, 1, TOKEN_TILES, SUPER_STEPS, kStreamXsRingSlots, true>;
-        if (a.k % 512 == 0 && a.group == 256)
-            kernel = apply_stream_xs_kernel<256, 1, TOKEN_TILES, SUPER_STEPS, kStreamXsRingSlots, true>;
-    }
-#endif
     if (kernel == nullptr) return (rad_error_t)RADIANCE_GPU_EINVAL;
     rad_error_t err = rad_func_set_max_dynamic_smem(kernel, p.smem);
     if (err != RAD_SUCCESS) return err;
@@ -564,7 +443,7 @@ constexpr int kSplitKTokenTiles = 2;
 constexpr int kSplitKSlot = 32 * kSplitKTokenTiles * 4 * 4; /* per warp: a lane's fp32 sums, 2 tiles x 4 */
 constexpr int kSplitKBars = 2 * 8;                          /* per warp: full and empty mbarriers */
 
-template <int GROUP, bool CHAIN, bool WHOLE, bool PAIR = false>
+template <int GROUP, bool WHOLE>
 __global__ void __launch_bounds__(kStreamXsMaxWarps * 32, 1)
 apply_stream_split_k_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const int32_t *__restrict__ packed,
                             const uint16_t *__restrict__ scales, const uint16_t *__restrict__ bias, int64_t n,
@@ -607,16 +486,12 @@ apply_stream_split_k_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k
     unsigned char *ring = smem + warp * (kSlots * StreamSmem<1, kSuper>::slot);
     const int64_t cluster = (int64_t)(blockIdx.x >> 1), clusters = (int64_t)(gridDim.x >> 1);
     unsigned it = 0;
-    StreamChain<1, kSuper> chain;
-    chain.base = 0;
-    chain.primed = false;
     for (int64_t u = cluster * warps + warp; u < units; u += clusters * warps, it++) {
         __syncwarp(); /* every lane is done with the ring (the last unit's reads) before it refills */
-        const int64_t next = u + clusters * warps;
-        chain.next_row0 = next < units ? next * 16 : -1;
         float part[kTiles * 4];
-        stream_warp_rows<GROUP, 1, kTiles, kSuper, kSlots, kXShared, true, CHAIN, WHOLE, false, PAIR>(
-            x, m, k, packed, scales, bias, n, out, u * 16, 0, ring, xs, step0, ksteps, part, &chain);
+        stream_warp_rows<GROUP, 1, kTiles, kSuper, kSlots, kXShared, true, WHOLE>(x, m, k, packed, scales, bias, n,
+                                                                                 out, u * 16, 0, ring, xs, step0,
+                                                                                 ksteps, part);
         if (rank == 1) {
             if (it > 0) rad_cluster_mbarrier_wait(empty, (it - 1) & 1); /* block 0 has read the last unit's */
             rad_cluster_store_async_16(peer_slot, part[0], part[1], part[2], part[3], peer_full);
@@ -652,7 +527,7 @@ int split_k_max_clusters(void)
 {
     const int optin = rad_smem_optin();
     void (*kernel)(const uint16_t *, int64_t, int64_t, const int32_t *, const uint16_t *, const uint16_t *, int64_t,
-                   uint16_t *) = apply_stream_split_k_kernel<128, false, false>;
+                   uint16_t *) = apply_stream_split_k_kernel<128, false>;
     if (optin <= 0 || rad_func_set_max_dynamic_smem(kernel, optin) != cudaSuccess) {
         (void)cudaGetLastError();
         return 0;
@@ -681,27 +556,10 @@ rad_error_t launch_stream_split_k(const ApplyArgs &a, const ApplyPlan &p)
 {
     void (*kernel)(const uint16_t *, int64_t, int64_t, const int32_t *, const uint16_t *, const uint16_t *, int64_t,
                    uint16_t *) = nullptr;
-    const bool chain = p.chain_units;
     /* whole super-steps in each half (k % 1024 == 0, as on the heads this is for): no step tested */
     const bool whole = a.k % (2 * 128 * 4) == 0;
-#if defined(RADIANCE_KERNEL_VARIANTS)
-    if (p.pair_copy && whole) { /* the copies of streampitch's lane pairs into the swizzled ring */
-        if (a.group == 128) kernel = chain ? apply_stream_split_k_kernel<128, true, true, true> : nullptr;
-        if (a.group == 256) kernel = chain ? apply_stream_split_k_kernel<256, true, true, true> : nullptr;
-    } else if (a.group == 128)
-        kernel = chain ? (whole ? apply_stream_split_k_kernel<128, true, true> : apply_stream_split_k_kernel<128, true, false>)
-                       : (whole ? apply_stream_split_k_kernel<128, false, true> : apply_stream_split_k_kernel<128, false, false>);
-    else if (a.group == 256)
-        kernel = chain ? (whole ? apply_stream_split_k_kernel<256, true, true> : apply_stream_split_k_kernel<256, true, false>)
-                       : (whole ? apply_stream_split_k_kernel<256, false, true> : apply_stream_split_k_kernel<256, false, false>);
-#else /* the library: whole units, one at a time (streamsplitk, the measured best) */
-    if (!chain && !p.pair_copy) {
-        if (a.group == 128)
-            kernel = whole ? apply_stream_split_k_kernel<128, false, true> : apply_stream_split_k_kernel<128, false, false>;
-        if (a.group == 256)
-            kernel = whole ? apply_stream_split_k_kernel<256, false, true> : apply_stream_split_k_kernel<256, false, false>;
-    }
-#endif
+    if (a.group == 128) kernel = whole ? apply_stream_split_k_kernel<128, true> : apply_stream_split_k_kernel<128, false>;
+    if (a.group == 256) kernel = whole ? apply_stream_split_k_kernel<256, true> : apply_stream_split_k_kernel<256, false>;
     if (kernel == nullptr || p.blocks < 2 || p.blocks % 2 != 0 || a.k % (2 * a.group) != 0)
         return (rad_error_t)RADIANCE_GPU_EINVAL;
     rad_error_t err = rad_func_set_max_dynamic_smem(kernel, p.smem);

@@ -48,29 +48,22 @@ static_assert((kStageFloats / kMaxTokens) % kStepCols == 0, "a stage boundary is
 static_assert(kRows * kMaxTokens <= 2 * kKLanes, "a k-lane writes at most two (row, token) sums");
 
 /* Launch shapes per tile of T tokens: D steps of words in flight, THREADS per block, MINB blocks
- * per multiprocessor that the register budget must allow (NVIDIA; HIP: VEC_MIN_BLOCKS). Config 0
- * is the library's; the others are benchmark variants (radiance_gpu_apply_variant). */
-template <int T, int CFG>
+ * per multiprocessor that the register budget must allow (NVIDIA; HIP: VEC_MIN_BLOCKS). NVIDIA:
+ * 24 warps per SM at 1 token (85 registers: 48 KB of words in flight per SM at one step ahead), 16
+ * at 2 and 4 (128), 12 at 8 (168: 32 accumulators, 32 decoded weights, 32 words). Two steps in
+ * flight and staging per row block where all of k fits were slower (docs/PERF_LOG.md seventh
+ * round). */
+template <int T>
 struct VecShape;
-/* 0 (NVIDIA): 24 warps per SM at 1 token (85 registers: 48 KB of words in flight per SM at one
- * step ahead), 16 at 2 and 4 (128), 12 at 8 (168: 32 accumulators, 32 decoded weights, 32 words) */
-template <> struct VecShape<1, 0> { static constexpr int D = 1, THREADS = 256, MINB = 3; };
-template <> struct VecShape<2, 0> { static constexpr int D = 1, THREADS = 256, MINB = 2; };
-template <> struct VecShape<4, 0> { static constexpr int D = 1, THREADS = 256, MINB = 2; };
+template <> struct VecShape<1> { static constexpr int D = 1, THREADS = 256, MINB = 3; };
+template <> struct VecShape<2> { static constexpr int D = 1, THREADS = 256, MINB = 2; };
+template <> struct VecShape<4> { static constexpr int D = 1, THREADS = 256, MINB = 2; };
 #if defined(RAD_HIP)
 /* 384 threads are 6 wave64 on a CDNA CU's 4 SIMDs: two on some, which halves their registers
  * (gfx942 then parked ~90 in AGPRs) */
-template <> struct VecShape<8, 0> { static constexpr int D = 1, THREADS = 256, MINB = 1; };
+template <> struct VecShape<8> { static constexpr int D = 1, THREADS = 256, MINB = 1; };
 #else
-template <> struct VecShape<8, 0> { static constexpr int D = 1, THREADS = 384, MINB = 1; };
-#endif
-#if defined(RADIANCE_KERNEL_VARIANTS)
-/* 1: two steps in flight at 1-4 tokens (16 warps per SM, 64 KB in flight; 8 warps at 4 tokens,
- * whose 128 registers spilled); 8 warps at 8 tokens */
-template <> struct VecShape<1, 1> { static constexpr int D = 2, THREADS = 256, MINB = 2; };
-template <> struct VecShape<2, 1> { static constexpr int D = 2, THREADS = 256, MINB = 2; };
-template <> struct VecShape<4, 1> { static constexpr int D = 2, THREADS = 256, MINB = 1; };
-template <> struct VecShape<8, 1> { static constexpr int D = 1, THREADS = 256, MINB = 1; };
+template <> struct VecShape<8> { static constexpr int D = 1, THREADS = 384, MINB = 1; };
 #endif
 
 /* The second __launch_bounds__ argument. HIP reads it as waves per SIMD (EU), not blocks per
@@ -258,7 +251,7 @@ __device__ __forceinline__ void rows_pass(const uint16_t *__restrict__ x, int64_
 
 /* kc: columns staged at once: all of k (!STAGED: once per tile and block), or kStageFloats / T
  * (a multiple of kStepCols) or k where that is less (STAGED: per row block). */
-template <int T, class S, bool STAGED> /* S: VecShape<T, config> (HIP's __launch_bounds__ takes no commas) */
+template <int T, class S, bool STAGED> /* S: VecShape<T> (HIP's __launch_bounds__ takes no commas) */
 __global__ void __launch_bounds__(S::THREADS, VEC_MIN_BLOCKS(S::MINB))
 apply_vector_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const int32_t *__restrict__ packed,
                     const uint16_t *__restrict__ scales, const uint16_t *__restrict__ bias, int64_t n, int group,
@@ -288,10 +281,10 @@ apply_vector_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const 
     }
 }
 
-template <int T, int CFG, bool STAGED>
+template <int T, bool STAGED>
 rad_error_t launch_kernel(const ApplyArgs &a, int kc, size_t smem)
 {
-    typedef VecShape<T, CFG> S;
+    typedef VecShape<T> S;
     constexpr int kBlockRows = S::THREADS / kUnit * kUnitRows;
     auto kernel = apply_vector_kernel<T, S, STAGED>;
     if (smem > 48 * 1024) {
@@ -313,37 +306,26 @@ rad_error_t launch_kernel(const ApplyArgs &a, int kc, size_t smem)
     return rad_get_last_error();
 }
 
-/* force_staged: stage per row block even where all of k fits (a benchmark variant) */
-template <int T, int CFG>
-rad_error_t launch_tokens(const ApplyArgs &a, bool force_staged)
+template <int T>
+rad_error_t launch_tokens(const ApplyArgs &a)
 {
     const int64_t resident_bytes = (int64_t)T * (a.k / 32) * kChunkFloats * (int64_t)sizeof(float);
-    if (!force_staged && resident_bytes <= per_device_cached<rad_smem_optin>())
-        return launch_kernel<T, CFG, false>(a, (int)a.k, (size_t)resident_bytes);
+    if (resident_bytes <= per_device_cached<rad_smem_optin>())
+        return launch_kernel<T, false>(a, (int)a.k, (size_t)resident_bytes);
     const int kc = a.k < kStageFloats / T ? (int)a.k : kStageFloats / T;
-    return launch_kernel<T, CFG, true>(a, kc, (size_t)T * (kc / 32) * kChunkFloats * sizeof(float));
-}
-
-template <int CFG>
-rad_error_t launch_config(const ApplyArgs &a, bool force_staged)
-{
-    /* the smallest tile that holds m: the FMAs of tokens past m are wasted work */
-    if (a.m == 1) return launch_tokens<1, CFG>(a, force_staged);
-    if (a.m == 2) return launch_tokens<2, CFG>(a, force_staged);
-    if (a.m <= 4) return launch_tokens<4, CFG>(a, force_staged);
-    return launch_tokens<kMaxTokens, CFG>(a, force_staged);
+    return launch_kernel<T, true>(a, kc, (size_t)T * (kc / 32) * kChunkFloats * sizeof(float));
 }
 
 } // namespace
 
 rad_error_t launch_vector(const ApplyArgs &a, const ApplyPlan &p)
 {
-#if defined(RADIANCE_KERNEL_VARIANTS)
-    if (p.vector_config == (int)VectorConfig::kDeep) return launch_config<1>(a, false);
-    if (p.vector_config == (int)VectorConfig::kStaged) return launch_config<0>(a, true);
-#endif
     (void)p;
-    return launch_config<0>(a, false);
+    /* the smallest tile that holds m: the FMAs of tokens past m are wasted work */
+    if (a.m == 1) return launch_tokens<1>(a);
+    if (a.m == 2) return launch_tokens<2>(a);
+    if (a.m <= 4) return launch_tokens<4>(a);
+    return launch_tokens<kMaxTokens>(a);
 }
 
 } // namespace radiance

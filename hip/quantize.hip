@@ -120,7 +120,7 @@ struct Lanes {
  * least 1 / (2 * 255 * 32) ~ 6e-5 from one once it is 1/2 or more (and 1e-3 from 1/2 below it),
  * while v * y is within |v / sf| * 2^-22 < 2.2e-6 of it. At a tie both candidates k and k + 1
  * are sf / 2 from v, so the error is the same bit for bit; the winner's nibbles are then rebuilt
- * from the correctly rounded quotient (exact_codes). fp32 weights (EXACT) take that quotient
+ * from the correctly rounded quotient (exact_codes_sat). fp32 weights (EXACT) take that quotient
  * everywhere: y = RN(1 / sf), q0 = RN(v * y), then one Markstein step q0 + (v - sf * q0) * y (the
  * residual is exact in an fma) rounds correctly, ties and all, and rint is + M - M. The clamps
  * (which commute with rint: -8 and 7 are integers) apply to the quotient, or to M + q with bounds
@@ -235,7 +235,7 @@ __device__ __forceinline__ void try_ratio_sat(const float v[kElems], const float
  * 2^-24, holds -q at index 2^24 - 8 - q of that grid. The index has the parity of q, so the
  * grid's ties-to-even is rint's; 1.0 is q = -8 and the saturation the lower clamp; one fmax at
  * C' - 7 * 2^-24 is the upper. The nibble q + 8 is then 0x3f800000 - bits(t) (q = -8 gives 1.0,
- * 0x3f800000; q = 7 gives 1 - 15 * 2^-24). Five instructions a weight where exact_codes takes six.
+ * 0x3f800000; q = 7 gives 1 - 15 * 2^-24). Five instructions a weight where round 18's codes took six.
  */
 __device__ __forceinline__ void exact_codes_sat(const float v[kElems], float sf, float t[kElems])
 {
@@ -271,7 +271,7 @@ __device__ __forceinline__ void bracket_codes(const float v[kElems], float sf, f
 
 /* The packed word of 8 codes t: nibble e is ONE - bits(t[e]) (ONE = the bits of 1.0 for
  * exact_codes_sat, of 2.0 for bracket_codes), so the word is a constant minus the shifted bits,
- * mod 2^32 (see pack_codes). */
+ * mod 2^32 (one shift-and-add per code instead of a mask, a shift and an or). */
 template <uint32_t ONE>
 __device__ __forceinline__ uint32_t pack_codes_sat(const float t[8])
 {
@@ -283,32 +283,6 @@ __device__ __forceinline__ uint32_t pack_codes_sat(const float t[8])
 #pragma unroll
     for (int e = 1; e < 8; e++) w += rad_float_to_bits(t[e]) * (1u << kShift[e]);
     return kOffset - w;
-}
-
-/* s[e] = M + 8 + rint(clamp(RN(v[e] / sf), -8, 7)) for the chosen scale, the quotient correctly
- * rounded (see ratio_error): M + 8 is even and in [2^23, 2^24), so the sum rounds to the nearest
- * integer, ties to even, and its bits are those of M plus the nibble q + 8 (0..15). */
-__device__ __forceinline__ void exact_codes(const float v[kElems], float sf, float s[kElems])
-{
-    const float y = rad_div_rn(1.0f, sf);
-#pragma unroll
-    for (int e = 0; e < kElems; e++)
-        s[e] = rad_add_rn(fminf(fmaxf(exact_quotient(v[e], sf, y), -8.0f), 7.0f), kRoundMagic + 8.0f);
-}
-
-/* The packed word of 8 codes from exact_codes: sum_e bits(s[e]) << shift_e is the nibbles in
- * place plus bits(M) << shift_e summed, a constant that comes off mod 2^32 (one shift-and-add per
- * code instead of a mask, a shift and an or). */
-__device__ __forceinline__ uint32_t pack_codes(const float s[8])
-{
-    constexpr int kShift[8] = {0, 16, 4, 20, 8, 24, 12, 28}; /* nibble order 0, 2, 4, 6, 1, 3, 5, 7 */
-    constexpr uint32_t kM = 0x4B400000u;                       /* bits of M = 1.5 * 2^23 */
-    constexpr uint32_t kOffset = kM + (kM << 16) + (kM << 4) + (kM << 20) + (kM << 8) + (kM << 24) + (kM << 12) +
-                                 (kM << 28);
-    uint32_t w = rad_float_to_bits(s[0]) - kOffset;
-#pragma unroll
-    for (int e = 1; e < 8; e++) w += rad_float_to_bits(s[e]) * (1u << kShift[e]);
-    return w;
 }
 
 /* The raw bits of one thread's weights: 16 bytes a word for 16-bit types, 32 for fp32. */
@@ -432,15 +406,13 @@ __device__ __forceinline__ void load_act_weights(const float *__restrict__ act_w
     }
 }
 
-/* The searches: the library's (ratio_error_sat and bracket_codes where the warp allows it, else
- * ratio_error and exact_codes_sat) and, in the benchmark build only, round 18's (ratio_error and
- * exact_codes everywhere), to time both in one run. */
-enum { kSearchSat = 0, kSearchRound18 = 1 };
-
 /* Quantize this thread's words (all lanes of the warp call this together). CLIP is a radiance_clip.
+ * The search: ratio_error_sat and bracket_codes where the warp allows it, else ratio_error and
+ * exact_codes_sat ("Quantize, round 19" in docs/PERF_LOG.md; round 18's ratio_error and exact
+ * codes everywhere, slower, were deleted: docs/PERF_LOG.md seventh round).
  * Once the raw words are converted, the next tile's (from next_word) are loaded into `raw`: the
  * loop carries one set of raw registers and copies none. */
-template <int DTYPE, bool VEC, int GROUP, int CLIP, int SEARCH>
+template <int DTYPE, bool VEC, int GROUP, int CLIP>
 __device__ __forceinline__ void quantize_words(Raw<DTYPE> &raw, const void *w, int64_t next_word, int64_t word,
                                                bool active, int64_t words_per_row,
                                                int64_t col_word, const float *__restrict__ act_weights,
@@ -451,7 +423,7 @@ __device__ __forceinline__ void quantize_words(Raw<DTYPE> &raw, const void *w, i
     constexpr int kLanesPerGroup = Lanes<GROUP>::value;
     constexpr bool kExact = DTYPE == RADIANCE_F32;
     constexpr bool kWeighted = CLIP == RADIANCE_CLIP_ACT;
-    constexpr bool kSat = SEARCH == kSearchSat && !kExact && CLIP != RADIANCE_CLIP_RTN;
+    constexpr bool kSat = !kExact && CLIP != RADIANCE_CLIP_RTN;
     constexpr bool kTiny = kSat && DTYPE == RADIANCE_BF16 && !kWeighted;
     bool nonfinite, tiny = false;
     float amax = raw_amax<DTYPE, kTiny>(raw, nonfinite, &tiny);
@@ -494,17 +466,12 @@ __device__ __forceinline__ void quantize_words(Raw<DTYPE> &raw, const void *w, i
 #pragma unroll
         for (int wi = 0; wi < kWords; wi++)
             packed[word + wi * kLanesPerGroup] = (int32_t)pack_codes_sat<0x40000000u>(best_s + 8 * wi);
-    } else if (SEARCH == kSearchSat) {
+    } else {
         exact_codes_sat(v, best_sf, best_s);
         if (!active) return;
 #pragma unroll
         for (int wi = 0; wi < kWords; wi++)
             packed[word + wi * kLanesPerGroup] = (int32_t)pack_codes_sat<0x3f800000u>(best_s + 8 * wi);
-    } else {
-        exact_codes(v, best_sf, best_s);
-        if (!active) return;
-#pragma unroll
-        for (int wi = 0; wi < kWords; wi++) packed[word + wi * kLanesPerGroup] = (int32_t)pack_codes(best_s + 8 * wi);
     }
     if (threadIdx.x % kLanesPerGroup == 0) scales[word / (GROUP / 8)] = (uint16_t)(rad_float_to_bits(best_sf) >> 16);
 }
@@ -532,7 +499,7 @@ constexpr int min_blocks_per_sm(int dtype, int group, int clip)
  * next tile already loading while it computes the current one (the arithmetic of five clip
  * ratios is what this kernel spends its time on; the loads hide behind it).
  */
-template <int DTYPE, bool VEC, int GROUP, int CLIP, int SEARCH>
+template <int DTYPE, bool VEC, int GROUP, int CLIP>
 __global__ void __launch_bounds__(kThreads, min_blocks_per_sm(DTYPE, GROUP, CLIP))
 quantize_kernel(const void *__restrict__ w, int64_t total_words, int64_t words_per_row, int64_t tiles,
                 const float *__restrict__ act_weights, int32_t *__restrict__ packed, uint16_t *__restrict__ scales,
@@ -566,8 +533,8 @@ quantize_kernel(const void *__restrict__ w, int64_t total_words, int64_t words_p
         const bool active = word < total_words;
         int64_t next_word = first_word<GROUP>(tile + gridDim.x);
         next_word = next_word < total_words ? next_word : past_end;
-        quantize_words<DTYPE, VEC, GROUP, CLIP, SEARCH>(cur, w, next_word, word, active, words_per_row, col_word,
-                                                        act_weights, packed, scales, first_bad_row);
+        quantize_words<DTYPE, VEC, GROUP, CLIP>(cur, w, next_word, word, active, words_per_row, col_word, act_weights,
+                                                packed, scales, first_bad_row);
         if (CLIP == RADIANCE_CLIP_ACT) {
             col_word += col_step; /* both < words_per_row, so one subtraction brings it back in range */
             if (col_word >= words_per_row) col_word -= words_per_row;
@@ -586,53 +553,43 @@ struct QuantizeArgs {
     rad_stream_t stream;
 };
 
-template <int DTYPE, bool VEC, int GROUP, int CLIP, int SEARCH>
+template <int DTYPE, bool VEC, int GROUP, int CLIP>
 rad_error_t launch_kernel(const QuantizeArgs &a)
 {
     const int64_t tiles = (a.total_words + kThreads * kWords - 1) / (kThreads * kWords);
     int per_sm = 0;
-    if (rad_occupancy_blocks_per_sm(&per_sm, quantize_kernel<DTYPE, VEC, GROUP, CLIP, SEARCH>, kThreads, 0) != RAD_SUCCESS ||
+    if (rad_occupancy_blocks_per_sm(&per_sm, quantize_kernel<DTYPE, VEC, GROUP, CLIP>, kThreads, 0) != RAD_SUCCESS ||
         per_sm < 1)
         per_sm = 1;
     int64_t blocks = (int64_t)per_sm * rad_sm_count();
     if (blocks > tiles) blocks = tiles;
-    quantize_kernel<DTYPE, VEC, GROUP, CLIP, SEARCH><<<(unsigned)blocks, kThreads, 0, a.stream>>>(
+    quantize_kernel<DTYPE, VEC, GROUP, CLIP><<<(unsigned)blocks, kThreads, 0, a.stream>>>(
         a.w, a.total_words, a.words_per_row, tiles, a.act_weights, a.packed, a.scales, a.flag);
     return rad_get_last_error();
 }
 
-template <int DTYPE, bool VEC, int GROUP, int SEARCH>
+template <int DTYPE, bool VEC, int GROUP>
 rad_error_t launch_clip(const QuantizeArgs &a, int clip)
 {
-    if (clip == RADIANCE_CLIP_ACT) return launch_kernel<DTYPE, VEC, GROUP, RADIANCE_CLIP_ACT, SEARCH>(a);
-    if (clip == RADIANCE_CLIP_MSE) return launch_kernel<DTYPE, VEC, GROUP, RADIANCE_CLIP_MSE, SEARCH>(a);
-    return launch_kernel<DTYPE, VEC, GROUP, RADIANCE_CLIP_RTN, SEARCH>(a);
-}
-
-template <int DTYPE, bool VEC, int GROUP>
-rad_error_t launch_group(const QuantizeArgs &a, int clip, int search)
-{
-#if defined(RADIANCE_KERNEL_VARIANTS)
-    if (search == kSearchRound18) return launch_clip<DTYPE, VEC, GROUP, kSearchRound18>(a, clip);
-#endif
-    (void)search;
-    return launch_clip<DTYPE, VEC, GROUP, kSearchSat>(a, clip);
+    if (clip == RADIANCE_CLIP_ACT) return launch_kernel<DTYPE, VEC, GROUP, RADIANCE_CLIP_ACT>(a);
+    if (clip == RADIANCE_CLIP_MSE) return launch_kernel<DTYPE, VEC, GROUP, RADIANCE_CLIP_MSE>(a);
+    return launch_kernel<DTYPE, VEC, GROUP, RADIANCE_CLIP_RTN>(a);
 }
 
 template <int DTYPE, bool VEC>
-rad_error_t launch_dtype(const QuantizeArgs &a, int group_size, int clip, int search)
+rad_error_t launch_dtype(const QuantizeArgs &a, int group_size, int clip)
 {
     switch (group_size) {
-    case 32: return launch_group<DTYPE, VEC, 32>(a, clip, search);
-    case 64: return launch_group<DTYPE, VEC, 64>(a, clip, search);
-    case 128: return launch_group<DTYPE, VEC, 128>(a, clip, search);
-    default: return launch_group<DTYPE, VEC, 256>(a, clip, search);
+    case 32: return launch_clip<DTYPE, VEC, 32>(a, clip);
+    case 64: return launch_clip<DTYPE, VEC, 64>(a, clip);
+    case 128: return launch_clip<DTYPE, VEC, 128>(a, clip);
+    default: return launch_clip<DTYPE, VEC, 256>(a, clip);
     }
 }
 
 int quantize_rows(const void *w, int w_dtype, int64_t rows, int64_t cols, int group_size, int clip,
                   const float *act_weights_host, int32_t *packed, uint16_t *scales, int64_t *first_bad_row,
-                  void *stream_ptr, int search)
+                  void *stream_ptr)
 {
     if (first_bad_row != NULL) *first_bad_row = -1;
     if (rows < 0 || cols <= 0) return RADIANCE_GPU_EINVAL;
@@ -671,14 +628,14 @@ int quantize_rows(const void *w, int w_dtype, int64_t rows, int64_t cols, int gr
     const bool vec = ((uintptr_t)w & 15u) == 0;
     if (err == RAD_SUCCESS) {
         if (w_dtype == RADIANCE_BF16)
-            err = vec ? launch_dtype<RADIANCE_BF16, true>(args, group_size, clip, search)
-                      : launch_dtype<RADIANCE_BF16, false>(args, group_size, clip, search);
+            err = vec ? launch_dtype<RADIANCE_BF16, true>(args, group_size, clip)
+                      : launch_dtype<RADIANCE_BF16, false>(args, group_size, clip);
         else if (w_dtype == RADIANCE_F16)
-            err = vec ? launch_dtype<RADIANCE_F16, true>(args, group_size, clip, search)
-                      : launch_dtype<RADIANCE_F16, false>(args, group_size, clip, search);
+            err = vec ? launch_dtype<RADIANCE_F16, true>(args, group_size, clip)
+                      : launch_dtype<RADIANCE_F16, false>(args, group_size, clip);
         else
-            err = vec ? launch_dtype<RADIANCE_F32, true>(args, group_size, clip, search)
-                      : launch_dtype<RADIANCE_F32, false>(args, group_size, clip, search);
+            err = vec ? launch_dtype<RADIANCE_F32, true>(args, group_size, clip)
+                      : launch_dtype<RADIANCE_F32, false>(args, group_size, clip);
     }
     unsigned long long bad = ~0ull;
     if (err == RAD_SUCCESS) err = rad_memcpy_async(&bad, args.flag, sizeof bad, RAD_MEMCPY_D2H, args.stream);
@@ -697,8 +654,7 @@ extern "C" int radiance_gpu_quantize_rows(const void *w, int w_dtype, int64_t ro
                                           int64_t *first_bad_row, void *stream_ptr)
 {
     if (clip == RADIANCE_CLIP_ACT) return RADIANCE_GPU_EINVAL; /* needs its weights: radiance_gpu_quantize_rows_act */
-    return quantize_rows(w, w_dtype, rows, cols, group_size, clip, NULL, packed, scales, first_bad_row, stream_ptr,
-                         kSearchSat);
+    return quantize_rows(w, w_dtype, rows, cols, group_size, clip, NULL, packed, scales, first_bad_row, stream_ptr);
 }
 
 extern "C" int radiance_gpu_quantize_rows_act(const void *w, int w_dtype, int64_t rows, int64_t cols,
@@ -707,18 +663,5 @@ extern "C" int radiance_gpu_quantize_rows_act(const void *w, int w_dtype, int64_
 {
     if (act_weights == NULL) return RADIANCE_GPU_EINVAL;
     return quantize_rows(w, w_dtype, rows, cols, group_size, RADIANCE_CLIP_ACT, act_weights, packed, scales,
-                         first_bad_row, stream_ptr, kSearchSat);
+                         first_bad_row, stream_ptr);
 }
-
-#if defined(RADIANCE_KERNEL_VARIANTS)
-/* The benchmark build (benchmarks/harness/gpu_kernels.py): search 0 is the library's, 1 round 18's
- * (enum above); act_weights NULL unless clip is act. Other searches: RADIANCE_GPU_EINVAL. */
-extern "C" int radiance_gpu_quantize_rows_variant(int search, const void *w, int w_dtype, int64_t rows, int64_t cols,
-                                                  int group_size, int clip, const float *act_weights, int32_t *packed,
-                                                  uint16_t *scales, int64_t *first_bad_row, void *stream_ptr)
-{
-    if (search != kSearchSat && search != kSearchRound18) return RADIANCE_GPU_EINVAL;
-    return quantize_rows(w, w_dtype, rows, cols, group_size, clip, act_weights, packed, scales, first_bad_row,
-                         stream_ptr, search);
-}
-#endif

@@ -46,22 +46,17 @@ VARIANTS = {"auto": 0, "vector": 1, "mma1x1": 2, "tile2x2": 3, "tile2x4": 4, "ti
             "wgpipe32": 13, "wgpipe64": 14, "wgpipers128": 15, "wgpipe16": 16, "wgquad8": 17, "wgquad16": 18,
             "wgquad32": 19, "streamskipx": 20, "streamxs": 21, "streamxsbal": 24,
             "ws3d64p": 30, "ws3d64n": 31, "ws2d64p": 32, "ws2d96p": 33, "ws2d96n": 34, "ws3s128p": 35, "ws3s128n": 36, "ws2d128p": 37, "ws2s160p": 38, "ws2s160n": 39, "ws3s160p": 60, "ws3s160n": 61, "ws2s192p": 62, "ws2s192n": 63, "ws2s224p": 64, "ws2s224n": 65, "ws2s256p": 66, "ws2s256n": 67, "ws2d256n": 68,
-            "streamsplitk": 40, "streamsplitk2c": 41, "streamsplitkc": 42, "streamsplitkc2c": 43,
-            "streamwhole": 44, "streampitch": 45, "streampair": 46, "streamsplitkp": 47, "streamsplitkp2c": 48,
-            "streamxsp": 49,
-            # the vector kernel (hip/apply_vector.hip; "vector" is the library's): the round-2 kernel
-            # (apply_vector_v2.hip), two steps of words in flight, activations staged per row block
-            "vector2": 50, "vectordeep": 51, "vectorstaged": 52}
-# quantize searches (radiance_gpu_quantize_rows_variant, hip/quantize.hip): "sat" is the library's,
-# "round18" the search before it (ratio_error everywhere, exact_codes), kept to time both in one run.
-QUANTIZE_SEARCHES = {"sat": 0, "round18": 1}
+            "streamsplitk": 40, "streamsplitk2c": 41, "streamwhole": 44}
+# 42, 43, 45-52 (streamsplitkc, streamsplitkc2c, streampitch, streampair, streamsplitkp, streamsplitkp2c,
+# streamxsp, vector2, vectordeep, vectorstaged) and the quantize search of round 18 were deleted,
+# slower than what the library takes: docs/PERF_LOG.md seventh round.
 # which variants the timing mode tries per m on the first head (the others get "auto" only)
 TIME_VARIANTS = {
-    1: "auto,stream,streamxs,streamwhole,streampitch,streampair,vector,vector2,vectordeep",
+    1: "auto,stream,streamxs,streamwhole,vector",
     4: "auto,streamskipx,streamxs,streamxsbal",
-    8: "auto,wgquad8,stream,streamxsbal,streamxsp,vector,vector2,vectordeep",
-    12: "auto,wgquad16,streamsplitk,streamsplitkc,streamsplitkp",
-    16: "auto,wgquad16,wgpipe16,streamsplitk,streamsplitkc,streamsplitkp",
+    8: "auto,wgquad8,stream,streamxsbal,vector",
+    12: "auto,wgquad16,streamsplitk",
+    16: "auto,wgquad16,wgpipe16,streamsplitk",
     32: "auto,wgpipe32",
     48: "auto,ws3d64p",
     64: "auto,wgtma64,ws3d64p,ws3d64n,ws2d64p",
@@ -156,27 +151,17 @@ class Lib:
                                          ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int,
                                          ctypes.c_void_p, ctypes.c_void_p]
         L.radiance_gpu_apply_variant.argtypes = [ctypes.c_int] + L.radiance_gpu_apply.argtypes
-        L.radiance_gpu_quantize_rows_variant.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_int, ctypes.c_int64,
-                                                         ctypes.c_int64, ctypes.c_int, ctypes.c_int, ctypes.c_void_p,
-                                                         ctypes.c_void_p, ctypes.c_void_p,
-                                                         ctypes.POINTER(ctypes.c_int64), ctypes.c_void_p]
 
     def err(self, code, what):
         if code != 0:
             raise RuntimeError(f"{what}: {code} {self.lib.radiance_gpu_error_string(code).decode()}")
 
-    def quantize(self, w, group, clip, packed, scales, stream, search=None):
-        """The library's entry, or with `search` (QUANTIZE_SEARCHES) the benchmark build's variant."""
+    def quantize(self, w, group, clip, packed, scales, stream):
         import torch
         dt = {torch.float32: F32, torch.float16: F16, torch.bfloat16: BF16}[w.dtype]
         bad = ctypes.c_int64(-2)
-        if search is None:
-            code = self.lib.radiance_gpu_quantize_rows(w.data_ptr(), dt, w.shape[0], w.shape[1], group, clip,
-                                                       packed.data_ptr(), scales.data_ptr(), ctypes.byref(bad), stream)
-        else:
-            code = self.lib.radiance_gpu_quantize_rows_variant(search, w.data_ptr(), dt, w.shape[0], w.shape[1], group,
-                                                               clip, None, packed.data_ptr(), scales.data_ptr(),
-                                                               ctypes.byref(bad), stream)
+        code = self.lib.radiance_gpu_quantize_rows(w.data_ptr(), dt, w.shape[0], w.shape[1], group, clip,
+                                                   packed.data_ptr(), scales.data_ptr(), ctypes.byref(bad), stream)
         self.err(code, "quantize_rows")
         return bad.value
 
@@ -271,7 +256,7 @@ def check_quantize(L, rng, torch, failures, big=False):
                         failures.append(f"{tag}: {nw} words and {ns} scales differ")
                     else:
                         print(f"ok  {tag}")
-    # the inputs that steer hip/quantize.hip between its searches, through both searches of the build
+    # the inputs that steer hip/quantize.hip between its two search paths (saturating, ratio_error)
     for dtype_name, kind, group in (("bf16", "tinymix", 128), ("bf16", "huge", 128), ("bf16", "tinymix", 32),
                                     ("bf16", "huge", 256), ("f32", "huge", 64), ("bf16", "ties", 128),
                                     ("f16", "ties", 64), ("bf16", "gauss", 128)):
@@ -282,17 +267,16 @@ def check_quantize(L, rng, torch, failures, big=False):
         if dtype_name == "bf16":
             wt = wt.view(torch.bfloat16)
         rp, rs = ref_quantize(exact, group, CLIP_MSE)
-        for sname, search in QUANTIZE_SEARCHES.items():
-            packed = torch.full((n, k // 8), -559038737, dtype=torch.int32, device="cuda")
-            scales = torch.full((n, k // group), -1, dtype=torch.int16, device="cuda")
-            bad = L.quantize(wt, group, CLIP_MSE, packed, scales, stream, search=search)
-            nw = int((packed.cpu().numpy() != rp).sum())
-            ns = int((scales.cpu().numpy().view(np.uint16) != rs).sum())
-            tag = f"quantize search {sname} {dtype_name} G={group} mse {kind} {n}x{k}"
-            if bad != -1 or nw or ns:
-                failures.append(f"{tag}: {nw} words and {ns} scales differ, first_bad_row={bad}")
-            else:
-                print(f"ok  {tag}")
+        packed = torch.full((n, k // 8), -559038737, dtype=torch.int32, device="cuda")
+        scales = torch.full((n, k // group), -1, dtype=torch.int16, device="cuda")
+        bad = L.quantize(wt, group, CLIP_MSE, packed, scales, stream)
+        nw = int((packed.cpu().numpy() != rp).sum())
+        ns = int((scales.cpu().numpy().view(np.uint16) != rs).sum())
+        tag = f"quantize search {dtype_name} G={group} mse {kind} {n}x{k}"
+        if bad != -1 or nw or ns:
+            failures.append(f"{tag}: {nw} words and {ns} scales differ, first_bad_row={bad}")
+        else:
+            print(f"ok  {tag}")
     # non-finite weights: smallest row index reported
     for dtype_name in ("bf16", "f16", "f32"):
         n, k = 300, 512
@@ -590,11 +574,9 @@ def cmd_time(args):
     packed = torch.empty((n, k // 8), dtype=torch.int32, device="cuda")
     scales = torch.empty((n, k // 128), dtype=torch.int16, device="cuda")
     qbytes = n * k * 2 + n * k // 2 + n * k // 128 * 2
-    q_us = {}
-    runs = ((CLIP_MSE, "mse", None), (CLIP_MSE, "mse round18", QUANTIZE_SEARCHES["round18"]), (CLIP_RTN, "rtn", None))
-    for clip, cname, search in () if args.no_peers else runs:
-        def run_q(clip=clip, search=search):
-            return L.quantize(w, 128, clip, packed, scales, stream, search=search)
+    for clip, cname in () if args.no_peers else ((CLIP_MSE, "mse"), (CLIP_RTN, "rtn")):
+        def run_q(clip=clip):
+            return L.quantize(w, 128, clip, packed, scales, stream)
         run_q()
         torch.cuda.synchronize()
         ts, te = [], []
@@ -607,11 +589,8 @@ def cmd_time(args):
             ts.append((time.perf_counter() - t0) * 1e6)
             torch.cuda.synchronize()
             te.append(e0.elapsed_time(e1) * 1e3)
-        q_us[cname] = report(f"quantize ours {cname} {n}x{k} g128 (events: flag memset+kernel+copy)",
-                             float(np.median(te)), qbytes)
+        report(f"quantize ours {cname} {n}x{k} g128 (events: flag memset+kernel+copy)", float(np.median(te)), qbytes)
         report(f"quantize ours {cname} {n}x{k} g128 (host wall, whole call)", float(np.median(ts)), qbytes)
-    if "mse" in q_us:
-        print(f"quantize mse: library (saturating search) / round 18 = {q_us['mse'] / q_us['mse round18']:.3f}")
     if not args.quick and not args.no_peers:
         for mse in (True, False):
             torch.cuda.synchronize()
