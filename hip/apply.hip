@@ -93,8 +93,8 @@ WsTile ws_tile(int64_t m)
     }
 }
 
-/* The warp-specialized kernel with tile `w` and its two tensor maps, encoded into p. False where the driver
- * refuses a map (the caller then takes plan_wgmma, whose fallbacks copy without TMA). */
+/* The warp-specialized kernel with tile `w` and its two tensor maps, encoded into p. False where
+ * the driver refuses a map (the caller then takes plan_wgmma, whose fallbacks copy without TMA). */
 bool plan_wgmma_ws(const ApplyArgs &a, WsTile w, int refuse, ApplyPlan *p)
 {
     if ((refuse & (RADIANCE_GPU_TEST_REFUSE_XMAP | RADIANCE_GPU_TEST_REFUSE_WMAP)) ||
