@@ -68,6 +68,18 @@ WORKER = textwrap.dedent(r'''
         int8 view of packed words (read as int32)."""
         return 4 if spec["dtype"] == "i8view" else getattr(argument, "array", argument).dtype.itemsize
 
+    def call(fn, a, g, clip, kwargs):
+        """radiance.<fn> on the named arguments a (output keywords in kwargs)."""
+        if fn == "apply":
+            return radiance.apply(a["x"], a["packed"], a["scales"], a["bias"], g, **kwargs)
+        if fn == "quantize_rows":
+            return radiance.quantize_rows(a["w"], g, clip, **kwargs)
+        if fn == "dequantize":
+            return radiance.dequantize(a["packed"], a["scales"], g)
+        if fn == "unpack_shuffle":
+            return radiance.unpack_shuffle(a["words"])
+        return radiance.pack_shuffle(a["nibbles"])
+
     def run(case):
         overlaps_in_place = False
         rng = np.random.default_rng(case["seed"])
@@ -147,22 +159,10 @@ WORKER = textwrap.dedent(r'''
         call_args = args
         kwargs = {}
         try:
-            if fn == "apply":
-                if not specs["out"].get("omit"):
-                    kwargs["out"] = call_args["out"]
-                got = radiance.apply(call_args["x"], call_args["packed"], call_args["scales"],
-                                     call_args["bias"], g, **kwargs)
-            elif fn == "quantize_rows":
-                for name in ("packed_out", "scales_out"):
-                    if name in specs and not specs[name].get("omit"):
-                        kwargs[name] = call_args[name]
-                got = radiance.quantize_rows(call_args["w"], g, case["clip"], **kwargs)
-            elif fn == "dequantize":
-                got = radiance.dequantize(call_args["packed"], call_args["scales"], g)
-            elif fn == "unpack_shuffle":
-                got = radiance.unpack_shuffle(call_args["words"])
-            else:
-                got = radiance.pack_shuffle(call_args["nibbles"])
+            for name in ("out", "packed_out", "scales_out"):
+                if name in specs and not specs[name].get("omit"):
+                    kwargs[name] = call_args[name]
+            got = call(fn, call_args, g, case.get("clip"), kwargs)
         except (TypeError, ValueError) as error:
             message = str(error)
             for name, original in originals.items():
@@ -173,16 +173,7 @@ WORKER = textwrap.dedent(r'''
         except Exception as error:
             return {"outcome": "other", "detail": f"{type(error).__name__}: {error}"}
         # the plain call on native, contiguous NumPy arrays
-        if fn == "apply":
-            expected = radiance.apply(plain["x"], plain["packed"], plain["scales"], plain["bias"], g)
-        elif fn == "quantize_rows":
-            expected = radiance.quantize_rows(plain["w"], g, case["clip"])
-        elif fn == "dequantize":
-            expected = radiance.dequantize(plain["packed"], plain["scales"], g)
-        elif fn == "unpack_shuffle":
-            expected = radiance.unpack_shuffle(plain["words"])
-        else:
-            expected = radiance.pack_shuffle(plain["nibbles"])
+        expected = call(fn, plain, g, case.get("clip"), {})
         pairs = list(zip(got, expected)) if isinstance(expected, tuple) else [(got, expected)]
         if fn == "quantize_rows":
             pairs += [(outputs[name], e) for name, e in zip(("packed_out", "scales_out"), expected)
