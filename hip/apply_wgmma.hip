@@ -78,6 +78,55 @@ __device__ __forceinline__ float rs_ratio(float s_old, float s_new)
     return s_old * r;
 }
 
+#if defined(RAD_HAS_WGMMA) /* the wgmma kernels' pieces (their bodies exist only in an sm_90a pass) */
+/* The A fragments of one 128-column step for this thread's rows of a 64-row wgmma tile: rows
+ * `row` and row + 8 of the step's weight slot st (64 packed bytes a row). Thread t takes nibble pair
+ * t of every word: columns 2 t, 2 t + 1 of each 8. */
+__device__ __forceinline__ void wg_build_a(const unsigned char *st, int row, int shift, uint32_t (&a)[8][4])
+{
+#pragma unroll
+    for (int q = 0; q < 4; q++)
+#pragma unroll
+        for (int hi = 0; hi < 2; hi++) {
+            const uint4 v = *(const uint4 *)(st + (row + 8 * hi) * 64 + q * 16);
+            const uint32_t w4[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                const int word = 4 * q + i; /* slice word / 2, k-half word % 2 */
+                a[word >> 1][2 * (word & 1) + hi] = dequant_pair(w4[i], shift);
+            }
+        }
+}
+
+/* The running scale's step (RUNNING_SCALE below): move a 64-row tile's accumulators to the scale of
+ * the group now starting (its bits in snext; the previous group is done), flag the rows whose
+ * scale rs_scale_bad rejects (bits bad_shift + hi of bad), and fetch the next group's bits with
+ * load_next(hi) when there is one. */
+template <int NA, typename LoadNext>
+__device__ __forceinline__ void wg_rescale(float (&acc)[NA], float (&sc)[2], float (&runmax)[2], uint32_t (&snext)[2],
+                                           unsigned &bad, int bad_shift, bool has_next, LoadNext load_next)
+{
+    float ratio[2];
+#pragma unroll
+    for (int hi = 0; hi < 2; hi++) {
+        const uint32_t bits = snext[hi];
+        const float s_new = rad_bf16_to_float((uint16_t)bits);
+        runmax[hi] = fmaxf(runmax[hi], fabsf(s_new));
+        if (rs_scale_bad(bits, s_new, runmax[hi])) bad |= 1u << (bad_shift + hi);
+        ratio[hi] = rs_ratio(sc[hi], s_new);
+        sc[hi] = s_new;
+        if (has_next) snext[hi] = load_next(hi);
+    }
+#pragma unroll
+    for (int r = 0; r < NA; r++) {
+        acc[r] *= (r & 2) ? ratio[1] : ratio[0];
+        /* keeps the multiply ahead of wgmma.fence (volatile asm is not reordered): after it,
+         * ptxas would wait for every wgmma in flight before this tile's */
+        asm volatile("" : "+f"(acc[r]));
+    }
+}
+#endif
+
 /* out[tok, row] for the listed rows (local indices into the block's 256) and the block's tokens,
  * in fp32 with the per-group fold: a warp per (row, token), a lane per group. */
 template <int GROUP, int TOKENS>
@@ -285,24 +334,8 @@ apply_wgmma_pipe_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, co
     };
     /* RUNNING_SCALE: move half h's accumulators to the scale of step s (its previous group is done) */
     auto rescale_half = [&](int s, int h) __attribute__((always_inline)) {
-        float ratio[2];
-#pragma unroll
-        for (int hi = 0; hi < 2; hi++) {
-            const uint32_t bits = snext[h][hi];
-            const float s_new = rad_bf16_to_float((uint16_t)bits);
-            runmax[h][hi] = fmaxf(runmax[h][hi], fabsf(s_new));
-            if (rs_scale_bad(bits, s_new, runmax[h][hi])) bad |= 1u << (2 * h + hi);
-            ratio[hi] = rs_ratio(sc[h][hi], s_new);
-            sc[h][hi] = s_new;
-            if (s + 1 < nsteps) snext[h][hi] = load_scale_bits(s + 1, h, hi);
-        }
-#pragma unroll
-        for (int r = 0; r < NA; r++) {
-            acc[h][r] *= (r & 2) ? ratio[1] : ratio[0];
-            /* keeps the multiply ahead of wgmma.fence (volatile asm is not reordered): after it,
-             * ptxas would wait for every wgmma in flight before this half's */
-            asm volatile("" : "+f"(acc[h][r]));
-        }
+        wg_rescale(acc[h], sc[h], runmax[h], snext[h], bad, 2 * h, s + 1 < nsteps,
+                   [&](int hi) { return load_scale_bits(s + 1, h, hi); });
     };
     /* half h of step s: scale the half's previous group in (once it is done), build the A
      * fragments from the packed words in shared memory, and queue 8 wgmmas */
@@ -324,18 +357,7 @@ apply_wgmma_pipe_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, co
                 sc[h][hi] = (sok >> (2 * h + hi)) & 1u ? rad_bf16_to_float(srow[(64 * h + 8 * hi) * ng + grp]) : 0.0f;
             }
         }
-#pragma unroll
-        for (int q = 0; q < 4; q++)
-#pragma unroll
-            for (int hi = 0; hi < 2; hi++) {
-                const uint4 v = *(const uint4 *)(st + (local0 + 64 * h + 8 * hi) * 64 + q * 16);
-                const uint32_t w4[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-                for (int i = 0; i < 4; i++) {
-                    const int word = 4 * q + i; /* slice word / 2, k-half word % 2 */
-                    afr[h][word >> 1][2 * (word & 1) + hi] = dequant_pair(w4[i], shift);
-                }
-            }
+        wg_build_a(st, local0 + 64 * h, shift, afr[h]);
         rad_wgmma_fence();
         /* the fold starts each group from zero; RUNNING_SCALE accumulates from the zeros set above */
         if (TMA) { /* slice sl: box sl / 4, 32 bytes per slice inside its swizzled rows */
@@ -545,37 +567,12 @@ apply_wgmma_ws_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, cons
             if (lane == 0) rad_mbarrier_arrive(emptybar + (base0 + s) % S);
         };
         auto build = [&](const unsigned char *st, uint32_t (&a)[8][4]) __attribute__((always_inline)) {
-#pragma unroll
-            for (int q = 0; q < 4; q++)
-#pragma unroll
-                for (int hi = 0; hi < 2; hi++) {
-                    const uint4 v = *(const uint4 *)(st + (local0 + 8 * hi) * 64 + q * 16);
-                    const uint32_t w4[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-                    for (int i = 0; i < 4; i++) {
-                        const int word = 4 * q + i; /* slice word / 2, k-half word % 2 */
-                        a[word >> 1][2 * (word & 1) + hi] = dequant_pair(w4[i], shift);
-                    }
-                }
+            wg_build_a(st, local0, shift, a);
         };
         /* the accumulators to the scale of step s (their previous group is done) */
         auto rescale = [&](int s) __attribute__((always_inline)) {
-            float ratio[2];
-#pragma unroll
-            for (int hi = 0; hi < 2; hi++) {
-                const uint32_t bits = snext[hi];
-                const float s_new = rad_bf16_to_float((uint16_t)bits);
-                runmax[hi] = fmaxf(runmax[hi], fabsf(s_new));
-                if (rs_scale_bad(bits, s_new, runmax[hi])) bad |= 1u << hi;
-                ratio[hi] = rs_ratio(sc[hi], s_new);
-                sc[hi] = s_new;
-                if (s + 1 < nsteps) snext[hi] = load_scale_bits(s + 1, hi);
-            }
-#pragma unroll
-            for (int r = 0; r < NA; r++) {
-                acc[r] *= (r & 2) ? ratio[1] : ratio[0];
-                asm volatile("" : "+f"(acc[r]));
-            }
+            wg_rescale(acc, sc, runmax, snext, bad, 0, s + 1 < nsteps,
+                       [&](int hi) { return load_scale_bits(s + 1, hi); });
         };
         auto mma = [&](const unsigned char *st, const uint32_t (&a)[8][4]) __attribute__((always_inline)) {
             rad_wgmma_fence();
