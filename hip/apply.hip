@@ -108,8 +108,6 @@ bool plan_wgmma_ws(const ApplyArgs &a, WsTile w, int refuse, ApplyPlan *p)
     p->path = ApplyPath::kWgmma;
     p->tokens = w.tokens;
     p->copy = kCopyTma;
-    p->halves = 1;
-    p->running_scale = true;
     p->warp_specialized = true;
     p->consumer_wgs = w.consumer_wgs;
     p->a_sets = w.a_sets;
