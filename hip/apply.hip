@@ -10,12 +10,12 @@
  *     beside 16 warps' rings
  *   m <= 4; or m 5-8 with x not fitting and  stream              apply_stream.hip
  *     (m <= 6 or k < 2048), G >= 128
- *   m 7-8 and k >= 2048, G >= 128, sm_90a,   wgmma, 8 tokens      apply_wgmma.hip
+ *   m 7-8 and k >= 2048, G >= 128, sm_90a,   wgmma, 8 tokens      apply_wgmma_pipe.hip
  *     x not fitting
  *   m 9-16, G >= 128, sm_90, the halves of   stream, k split over apply_stream.hip
  *     x fit beside 16 warps' rings           a cluster pair
- *   m 9-32, G >= 128, sm_90a (else)          wgmma, 16-32 tokens  apply_wgmma.hip
- *   m > 32, G >= 128, sm_90a                 wgmma, warp-         apply_wgmma.hip
+ *   m 9-32, G >= 128, sm_90a (else)          wgmma, 16-32 tokens  apply_wgmma_pipe.hip
+ *   m > 32, G >= 128, sm_90a                 wgmma, warp-         apply_wgmma_ws.hip
  *                                            specialized, 64-256
  *                                            tokens, persistent
  *   m > 8 elsewhere                          tiled mma.sync       apply_mma.hip
@@ -66,7 +66,7 @@ bool plan_wgmma(const ApplyArgs &a, int tokens, int refuse, ApplyPlan *p)
     return true;
 }
 
-/* A tile of the warp-specialized wgmma kernel (apply_wgmma.hip): tokens (64 to 256 in steps of
+/* A tile of the warp-specialized wgmma kernel (apply_wgmma_ws.hip): tokens (64 to 256 in steps of
  * 32), consumer warpgroups of 64 rows, A-fragment sets, persistent blocks or one per tile. */
 struct WsTile {
     int tokens, consumer_wgs, a_sets;
@@ -78,7 +78,7 @@ struct WsTile {
  * to 160 tokens), A-fragment sets and persistence that timed best for that count on the H200
  * (248320 x 5120, docs/PERF_LOG.md seventh round, run 35; differences of 1-4 % between the
  * persistent and per-tile grids are within run-to-run noise there). The library build holds
- * exactly these tiles (RAD_WS_LIBRARY in apply_wgmma.hip). */
+ * exactly these tiles (RAD_WS_LIBRARY in apply_wgmma_ws.hip). */
 WsTile ws_tile(int64_t m)
 {
     const int tokens = m >= 256 ? 256 : (int)(m <= 64 ? 64 : (m + 31) / 32 * 32);
@@ -105,10 +105,8 @@ bool plan_wgmma_ws(const ApplyArgs &a, WsTile w, int refuse, ApplyPlan *p)
         memset(&p->wmap, 0, sizeof p->wmap);
         return false;
     }
-    p->path = ApplyPath::kWgmma;
+    p->path = ApplyPath::kWgmmaWs;
     p->tokens = w.tokens;
-    p->copy = kCopyTma;
-    p->warp_specialized = true;
     p->consumer_wgs = w.consumer_wgs;
     p->a_sets = w.a_sets;
     p->blocks = w.persistent ? 1 : 0;
@@ -209,6 +207,7 @@ rad_error_t launch(const ApplyArgs &a, const ApplyPlan &p)
     case ApplyPath::kTile: return launch_tile(a, p);
     case ApplyPath::kStream: return launch_stream(a, p);
     case ApplyPath::kWgmma: return launch_wgmma(a, p);
+    case ApplyPath::kWgmmaWs: return launch_wgmma_ws(a, p);
     case ApplyPath::kWmma: return launch_wmma(a, p);
     case ApplyPath::kStreamSharedX: return launch_stream_shared_x(a, p);
     }
