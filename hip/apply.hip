@@ -33,8 +33,8 @@
 
 #include "apply_paths.h"
 #include "compat.h"
-#include "format.h"
-#include "radiance_gpu.h"
+#include "radiance/format.h"
+#include "radiance/radiance_gpu.h"
 #include "runtime.h"
 
 namespace radiance {

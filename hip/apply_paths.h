@@ -13,7 +13,7 @@
 #include <stdint.h>
 
 #include "compat.h"
-#include "radiance_gpu.h"
+#include "radiance/radiance_gpu.h"
 
 #if defined(RADIANCE_KERNEL_VARIANTS)
 /* radiance_gpu_apply_variant: the variant cannot run here (its kernel needs what this GPU, this

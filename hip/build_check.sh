@@ -14,7 +14,7 @@ if [ ! -x "$clang" ]; then
     echo "build_check: $clang not found (apt-get install clang-19 lld-19 libamdhip64-dev)" >&2
     exit 2
 fi
-flags="-O3 -std=c++17 -Wall -Werror=return-type -I $here -I $here/../csrc"
+flags="-O3 -std=c++17 -Wall -Werror=return-type -I $here -I $here/../csrc/include"
 status=0
 for src in "$here"/*.hip; do
     name=$(basename "$src" .hip)
