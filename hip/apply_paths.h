@@ -5,7 +5,8 @@
  * choose nothing. The paths and when each is taken: docs/PERF_LOG.md, "How the dispatch decides".
  *
  * Builds with RADIANCE_KERNEL_VARIANTS (benchmarks/harness/gpu_kernels.py only, never setup.py)
- * also hold the measured alternatives that the planner never picks, for the kernel harness.
+ * also hold the measured alternatives that the planner never picks, for the kernel harness's
+ * variant table (benchmarks/harness/apply_variants.hip, variants.def).
  */
 #ifndef RADIANCE_APPLY_PATHS_H
 #define RADIANCE_APPLY_PATHS_H
@@ -14,12 +15,6 @@
 
 #include "compat.h"
 #include "radiance/radiance_gpu.h"
-
-#if defined(RADIANCE_KERNEL_VARIANTS)
-/* radiance_gpu_apply_variant: the variant cannot run here (its kernel needs what this GPU, this
- * group size or this driver lacks, or its data do not fit in shared memory) */
-#define RADIANCE_GPU_ENOFIT (-2)
-#endif
 
 namespace radiance {
 

@@ -64,12 +64,15 @@ def find_cuobjdump():
     sys.exit("cuobjdump not found: pip install nvidia-cuda-cuobjdump (or set CUOBJDUMP)")
 
 
-# nvcc names an anonymous namespace _GLOBAL__N__<hash>_<length>_<file name>_<hash>
-ANON = re.compile(r"_GLOBAL__N__[0-9a-f]+_\d+_\w+?_[0-9a-f]{8}")
-
-
 def normalize_name(name):
-    return ANON.sub("_GLOBAL__N_", name)
+    """nvcc names an anonymous namespace after its file: <length>_GLOBAL__N__<hash>_<length>_<file
+    name>_<hash> in a mangled name. Both the identifier and its length prefix become _GLOBAL__N_."""
+    while True:
+        m = re.search(r"(\d+)(_GLOBAL__N__)", name)
+        if not m:
+            break
+        name = name[:m.start(1)] + "_GLOBAL__N_" + name[m.start(2) + int(m.group(1)):]
+    return name
 
 
 def parse_sass(text):
