@@ -100,19 +100,20 @@ def _activation_sq_argument(activation_sq, width):
     return a, tokens
 
 
-def _split(tokens, calibration_fraction):
-    """(calibration rows, evaluation rows) of ``tokens`` rows: the first part calibrates."""
+# act calibrates on this fraction of the tokens, the first ones; the rest are evaluated.
+DEFAULT_CALIBRATION_FRACTION = 0.5
+
+
+def split_tokens(tokens, calibration_fraction=DEFAULT_CALIBRATION_FRACTION):
+    """(calibration rows, evaluation rows) of ``tokens`` rows: the first part calibrates. Either
+    range may be empty; ``check()`` refuses that, the ``radiance check`` command says what to
+    change before it computes any hidden state."""
     if isinstance(calibration_fraction, bool) or not 0 < calibration_fraction < 1:
         raise ValueError(
             f"calibration_fraction must be between 0 and 1 (exclusive), got "
             f"{calibration_fraction!r}"
         )
     calibration_tokens = int(tokens * calibration_fraction)
-    if calibration_tokens < 1 or calibration_tokens >= tokens:
-        raise ValueError(
-            f"{tokens} tokens cannot be split into calibration and evaluation tokens "
-            f"(calibration_fraction {calibration_fraction}); give more hidden states"
-        )
     return range(0, calibration_tokens), range(calibration_tokens, tokens)
 
 
@@ -124,7 +125,7 @@ def check(
     group_size: Optional[int] = None,
     bias=None,
     activation_sq=None,
-    calibration_fraction: float = 0.5,
+    calibration_fraction: float = DEFAULT_CALIBRATION_FRACTION,
     topk: Sequence[int] = TOPK,
     worst: int = 10,
     device: Optional[str] = None,
@@ -174,7 +175,12 @@ def check(
             "evaluation_rows": [0, all_tokens],
         }
     elif any(m.needs_activation_sq for m in resolved):
-        calibration_rows, evaluation_rows = _split(all_tokens, calibration_fraction)
+        calibration_rows, evaluation_rows = split_tokens(all_tokens, calibration_fraction)
+        if not calibration_rows or not evaluation_rows:
+            raise ValueError(
+                f"{all_tokens} tokens cannot be split into calibration and evaluation tokens "
+                f"(calibration_fraction {calibration_fraction}); give more hidden states"
+            )
         activation_sq = calibration.compute_activation_sq(
             to_numpy(hidden[calibration_rows.start : calibration_rows.stop])
         )
