@@ -90,8 +90,10 @@ def _build_parser():
             "Quantize a model's lm_head with each method (int4 rtn, mse, act; vLLM's fp8 and "
             "nvfp4 drafter-head formats), run it on the final hidden states of real text and "
             "compare with the unquantized head: bytes per step, weight error, logit error, top-1 "
-            "agreement, top-k overlap, KL divergence, expected acceptance of a drafted token, "
-            "worst rows, and the time of apply vs the unquantized head. act's statistics come "
+            "agreement, top-k overlap, KL divergence (mean, p90, p99, p99.9), expected acceptance "
+            "of a drafted token, the perplexity of the text under each head and its ratio to "
+            "the unquantized head's, the RMS change of the true next token's probability, worst "
+            "rows, and the time of apply vs the unquantized head. act's statistics come "
             "from the first half of the tokens (or --stats), and every method is evaluated on "
             "the other tokens only. Prints a table, writes a JSON report and a PNG plot."
         ),
@@ -382,6 +384,7 @@ def run_check(args):
     notes = list(head.notes)
     token_text = None
     runner = None
+    targets = None  # the next token of each row, known where the model runs on the text
     if args.hidden is not None:
         hidden = capture.load_hidden(args.hidden, width, "--hidden")
         source_id = calibration.array_source(hidden)
@@ -440,6 +443,7 @@ def run_check(args):
             f"model logits vs hidden @ lm_head.T: max difference {mismatch:.2e} of the logit RMS"
         )
         token_text = runner.token_text
+        targets = capture.next_tokens(ids, take)[skip:]
     else:
         hidden = hidden[:take]
 
@@ -455,6 +459,7 @@ def run_check(args):
         token_text=token_text,
         progress=progress,
         source=source,
+        targets=targets,
     )
     if stats is not None and needs_stats:
         result.calibration.update(

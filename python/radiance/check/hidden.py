@@ -206,6 +206,15 @@ def tokenize(runner, text, max_tokens=None):
     return ids if max_tokens is None else ids[:max_tokens]
 
 
+def next_tokens(ids, count):
+    """The id of the token that follows each of the first ``count`` of ``ids`` (-1 past the end
+    of the text): row t of their hidden states predicts it, which gives the perplexity."""
+    following = np.full(count, -1, np.int64)
+    known = np.asarray(ids[1 : count + 1], np.int64)
+    following[: known.size] = known
+    return following
+
+
 def hidden_states(runner, ids, seq_len=512, progress=False):
     """Final hidden states [tokens, hidden] (float32 NumPy) that feed the output projection.
 
