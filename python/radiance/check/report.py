@@ -37,7 +37,9 @@ class MethodResult:
     top1_agreement: float  # fraction of tokens whose argmax is unchanged (= greedy acceptance)
     topk_overlap: Dict[int, float]  # mean |top-k(ref) & top-k(quant)| / k
     kl_mean: float  # mean over tokens of KL(p_ref || p_quant), nats
+    kl_p90: float  # percentiles of the per-token KL, beside the mean (as llama.cpp reports)
     kl_p99: float
+    kl_p999: float
     kl_max: float
     expected_acceptance: float  # mean over tokens of 1 - TV(p_ref, p_quant), temperature 1
     bytes_per_step: int  # bytes of weights and scales read per decode step
@@ -47,6 +49,12 @@ class MethodResult:
     logit_error_bins: dict  # RMS logit error binned by the reference logit
     row_rel_error: np.ndarray = field(repr=False, default=None)  # [vocab], for plots
     logit_sample: np.ndarray = field(repr=False, default=None)  # [n, 2] (ref, error), for plots
+    # Where the true next tokens are known (else None): exp(mean -log p_quant(true)) over the
+    # evaluated tokens, its ratio to the reference head's, and the RMS over those tokens of
+    # p_quant(true) - p_ref(true) (a probability, not a percentage).
+    perplexity: float = None
+    perplexity_ratio: float = None
+    true_token_prob_change_rms: float = None
 
     @property
     def greedy_acceptance(self):
@@ -67,8 +75,13 @@ class MethodResult:
             "top1_agreement": self.top1_agreement,
             "topk_overlap": {str(k): v for k, v in self.topk_overlap.items()},
             "kl_mean": self.kl_mean,
+            "kl_p90": self.kl_p90,
             "kl_p99": self.kl_p99,
+            "kl_p999": self.kl_p999,
             "kl_max": self.kl_max,
+            "perplexity": self.perplexity,
+            "perplexity_ratio": self.perplexity_ratio,
+            "true_token_prob_change_rms": self.true_token_prob_change_rms,
             "expected_acceptance": self.expected_acceptance,
             "greedy_acceptance": self.greedy_acceptance,
             "meets_rule": self.meets_rule,
@@ -87,7 +100,9 @@ class CheckResult:
     ``result["mse"]`` is the MethodResult of a method. ``tokens`` counts the evaluated tokens;
     ``calibration`` says where ``act``'s statistics came from (``"split"``: the rows
     ``calibration_rows`` of the input, never evaluated; ``"given"``: passed in) and which rows
-    were evaluated; ``activation_sq`` holds those statistics.
+    were evaluated; ``activation_sq`` holds those statistics. ``reference_perplexity`` is the
+    unquantized head's perplexity over the ``perplexity_tokens`` evaluated tokens whose next
+    token is known (None without targets).
     """
 
     vocab_size: int
@@ -103,6 +118,8 @@ class CheckResult:
     calibration: dict = field(default_factory=dict)
     bytes_per_step_bf16: int = 0
     activation_sq: np.ndarray = field(repr=False, default=None)
+    reference_perplexity: float = None
+    perplexity_tokens: int = 0
 
     def __getitem__(self, method):
         return self.methods[method]
@@ -122,6 +139,8 @@ class CheckResult:
                 "bf16": self.bytes_per_step_bf16,
                 **{name: m.bytes_per_step for name, m in self.methods.items()},
             },
+            "reference_perplexity": self.reference_perplexity,
+            "perplexity_tokens": self.perplexity_tokens,
             "rule": {"top1_agreement_min": RULE_TOP1, "kl_mean_max": RULE_KL},
             "notes": list(self.notes),
             "methods": {name: m.to_dict() for name, m in self.methods.items()},
@@ -229,7 +248,17 @@ def format_table(result):
             rows.append((f"top-{k} overlap", lambda m, k=k: f"{m.topk_overlap[k]:.4f}"))
     rows += [
         ("KL(ref || quant) mean [nats]", lambda m: f"{m.kl_mean:.5f}"),
+        ("KL(ref || quant) p90 [nats]", lambda m: f"{m.kl_p90:.5f}"),
         ("KL(ref || quant) p99 [nats]", lambda m: f"{m.kl_p99:.5f}"),
+        ("KL(ref || quant) p99.9 [nats]", lambda m: f"{m.kl_p999:.5f}"),
+    ]
+    if result.reference_perplexity is not None:
+        rows += [
+            ("perplexity", lambda m: f"{m.perplexity:.4f}"),
+            ("  ratio to the reference's", lambda m: f"{m.perplexity_ratio:.4f}"),
+            ("true-token probability change RMS", lambda m: f"{m.true_token_prob_change_rms:.4f}"),
+        ]
+    rows += [
         ("expected acceptance (1 - TV)", lambda m: f"{m.expected_acceptance:.4f}"),
         ("row weight error p99", lambda m: f"{m.row_error_percentiles['p99']:.4f}"),
         ("quantize time [s]", lambda m: f"{m.quantize_seconds:.2f}"),
@@ -250,6 +279,13 @@ def format_table(result):
         "as a drafter head (the target verifies every drafted token): the output is unchanged; "
         "compare expected acceptance against bytes per step"
     )
+    if result.reference_perplexity is not None:
+        lines.append(
+            f"perplexity of the unquantized head: {result.reference_perplexity:.4f} over the "
+            f"{result.perplexity_tokens} evaluated tokens whose next token is known"
+        )
+    else:
+        lines.append("no perplexity: the true next tokens are not known (no targets given)")
     shown = max(len(m.worst_rows) for m in result.methods.values())
     if shown:
         lines.append("")

@@ -1,6 +1,8 @@
 """The logit statistics of ``check``: argmax agreement, top-k overlap, KL divergence, total
-variation distance (whose complement is the acceptance probability of a drafted token) and the
-logit error (per vocabulary row and binned by the reference logit), summed over token chunks.
+variation distance (whose complement is the acceptance probability of a drafted token), the
+logit error (per vocabulary row and binned by the reference logit) and, where the true next token
+of each position is known, its log-probability (perplexity) and the change of its probability,
+summed over token chunks.
 
 Everything is computed from float32 logits chunk by chunk and totalled in float64, so that a
 250k-vocabulary head needs one chunk of logits in memory, not all of them.
@@ -20,6 +22,14 @@ def log_sum_exp(logits):
 
 def softmax(logits, lse_rows):
     return np.exp(logits - lse_rows[:, None].astype(np.float32))
+
+
+def true_token_log_prob(logits, lse_rows, targets):
+    """(rows, log p of the true next token in float64) of the rows of ``logits`` whose target is
+    known: ``targets`` holds one token id per row, negative where there is none."""
+    rows = np.flatnonzero(targets >= 0)
+    picked = logits[rows, targets[rows]].astype(np.float64)
+    return rows, picked - lse_rows[rows]
 
 
 def top_sorted(logits, k):
@@ -46,8 +56,14 @@ class LogitStats:
         self.bin_err_sq = np.zeros(nbins, np.float64)
         self.bin_err_max = np.zeros(nbins, np.float32)
         self.sample = []
+        # per token with a known next token: -log p_quant(true), p_quant(true) - p_ref(true)
+        self.nll = []
+        self.true_prob_change = []
 
-    def add(self, ref, ref_top, ref_lse, ref_p, q, bins, sample_idx):
+    def add(self, ref, ref_top, ref_lse, ref_p, q, bins, sample_idx, targets=None, ref_log_p=None):
+        """One chunk: reference and quantized logits [tokens, vocab] float32; ``targets`` (the
+        next token id per row, negative for none) with ``ref_log_p``, the reference's
+        true_token_log_prob of the same rows, feed the perplexity and the probability change."""
         err = q - ref
         # Per-column sums over a chunk of a few hundred tokens are exact enough in float32;
         # the totals are float64.
@@ -66,6 +82,10 @@ class LogitStats:
         # TV(p, q) = 1/2 sum |p - q|: a token drafted from q is accepted (speculative sampling
         # against p) with probability 1 - TV.
         self.tv.append(0.5 * np.abs(ref_p - softmax(q, q_lse)).sum(axis=1, dtype=np.float64))
+        if targets is not None:
+            _, q_log_p = true_token_log_prob(q, q_lse, targets)
+            self.nll.append(-q_log_p)
+            self.true_prob_change.append(np.exp(q_log_p) - np.exp(ref_log_p))
         nbins = len(self.bin_count)
         flat_err = np.abs(err).ravel()
         self.bin_count += np.bincount(bins, minlength=nbins)
