@@ -154,7 +154,7 @@ ApplyPlan make_plan(const ApplyArgs &a, int refuse)
     if (plan_wmma(a, refuse, &p)) return p;
     const bool has_mma = !(refuse & RADIANCE_GPU_TEST_NO_MMA) && per_device_cached<rad_device_sm>() >= 80;
     if (!has_mma) {
-        p.path = ApplyPath::kVector;
+        plan_vector(a, &p);
         return p;
     }
     /* the stream and wgmma kernels take one scale per row and 128-column step */

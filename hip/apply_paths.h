@@ -70,9 +70,14 @@ struct ApplyPlan {
     int wmma_arch;
     bool wmma_corrupt;
     int x_mode; /* kStream: StreamX */
-    /* kStream: k % 512 == 0, so the kernel that tests no step against k inside its 4-step
-     * super-steps */
+    /* kStream: k % 512 == 0; kStreamSharedX with k_parts 2: k % 1024 == 0 (whole super-steps in
+     * each half). Either way the kernel that tests no step against k inside its 4-step super-steps */
     bool whole_super;
+    /* kVector: tokens per tile (1, 2, 4, 8) in `tokens`; the activations staged in chunks of
+     * stage_cols columns (vector_staged) or all of k resident in LDS (stage_cols = k), smem bytes
+     * of it: plan_vector */
+    bool vector_staged;
+    int stage_cols;
     /* kWgmma: tokens per block (8 .. 128), WgmmaCopy, 64-row halves per warpgroup (1: four
      * warpgroups; 2: two, ping-pong), running scale (128 tokens) */
     int tokens, copy, halves;
@@ -83,7 +88,8 @@ struct ApplyPlan {
      * `blocks` > 0: persistent, one block per SM looping over tiles */
     int consumer_wgs, a_sets;
     /* kStreamSharedX: steps per ring slot, warps per block, blocks (at most one per SM), dynamic
-     * shared memory bytes (the rings and the activations), all from plan_stream_shared_x */
+     * shared memory bytes (the rings and the activations), all from plan_stream_shared_x; smem
+     * also kVector's */
     int super_step, warps, blocks, smem;
     /* kStreamSharedX: 2 where k is split over a cluster pair of blocks (plan_stream_split_k), else 0 */
     int k_parts;
@@ -101,6 +107,11 @@ rad_error_t launch_wgmma(const ApplyArgs &a, const ApplyPlan &p);
 rad_error_t launch_wgmma_ws(const ApplyArgs &a, const ApplyPlan &p);
 rad_error_t launch_wmma(const ApplyArgs &a, const ApplyPlan &p);
 rad_error_t launch_stream_shared_x(const ApplyArgs &a, const ApplyPlan &p);
+
+/* kVector for a call like `a`: the smallest tile of tokens that holds m (1, 2, 4 or 8: the FMAs
+ * of tokens past m are wasted work), all of k resident in LDS where it fits in the device's opt-in
+ * shared memory, else staged (apply_vector.hip). */
+void plan_vector(const ApplyArgs &a, ApplyPlan *p);
 
 /* kStreamSharedX for 8 token_tiles tokens at most (m <= 8 token_tiles), super_step steps per ring
  * slot: fills p and returns true where the activations (16 k bytes per 8 tokens) fit in the

@@ -34,10 +34,6 @@
 #include "ptx_sm90.h"
 #include "runtime.h"
 
-#if defined(RAD_CUDA)
-#include <string.h>
-#endif
-
 namespace radiance {
 namespace {
 
@@ -173,8 +169,7 @@ __device__ __forceinline__ void stream_warp_rows(const uint16_t *__restrict__ x,
     for (int nt = 0; nt < TOKEN_TILES; nt++) {
 #pragma unroll
         for (int i = 0; i < 4; i++) {
-            uint32_t junk; /* defined but arbitrary contents (no instruction) */
-            asm("" : "=r"(junk));
+            const uint32_t junk = rad_arbitrary_u32(); /* no instruction */
             xb[0][nt][i] = rad_u32x4{junk, junk, junk, junk};
             xb[1][nt][i] = rad_u32x4{junk, junk, junk, junk};
             if (!XS && xvalid[nt]) xb[0][nt][i] = rad_load_cached_16(xsrc[nt] + 8 * i);
@@ -438,7 +433,7 @@ rad_error_t launch_stream_xs(const ApplyArgs &a, const ApplyPlan &p)
  * units, so each warp's partner is the warp of the same index. Both blocks stay until the other has
  * done its last access to their shared memory (the closing cluster barrier). Needs k % (2 GROUP) ==
  * 0: each half holds whole steps and whole groups (plan_stream_split_k). */
-#if defined(RAD_CUDA)
+#if defined(RAD_HAS_CLUSTER_LAUNCH)
 constexpr int kSplitKTokenTiles = 2;
 constexpr int kSplitKSlot = 32 * kSplitKTokenTiles * 4 * 4; /* per warp: a lane's fp32 sums, 2 tiles x 4 */
 constexpr int kSplitKBars = 2 * 8;                          /* per warp: full and empty mbarriers */
@@ -528,58 +523,32 @@ int split_k_max_clusters(void)
     const int optin = rad_smem_optin();
     void (*kernel)(const uint16_t *, int64_t, int64_t, const int32_t *, const uint16_t *, const uint16_t *, int64_t,
                    uint16_t *) = apply_stream_split_k_kernel<128, false>;
-    if (optin <= 0 || rad_func_set_max_dynamic_smem(kernel, optin) != cudaSuccess) {
-        (void)cudaGetLastError();
+    if (optin <= 0 || rad_func_set_max_dynamic_smem(kernel, optin) != RAD_SUCCESS) {
+        (void)rad_get_last_error();
         return 0;
     }
-    cudaLaunchConfig_t cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = 2;
-    attr[0].val.clusterDim.y = 1;
-    attr[0].val.clusterDim.z = 1;
-    cfg.gridDim = dim3(2);
-    cfg.blockDim = dim3(kStreamXsMaxWarps * 32);
-    cfg.dynamicSmemBytes = (size_t)optin;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
-    int clusters = 0;
-    if (cudaOccupancyMaxActiveClusters(&clusters, kernel, &cfg) != cudaSuccess) {
-        (void)cudaGetLastError();
-        return 0;
-    }
-    return clusters;
+    return rad_max_active_clusters((const void *)kernel, kStreamXsMaxWarps * 32, (size_t)optin, 2);
 }
 
 rad_error_t launch_stream_split_k(const ApplyArgs &a, const ApplyPlan &p)
 {
     void (*kernel)(const uint16_t *, int64_t, int64_t, const int32_t *, const uint16_t *, const uint16_t *, int64_t,
                    uint16_t *) = nullptr;
-    /* whole super-steps in each half (k % 1024 == 0, as on the heads this is for): no step tested */
-    const bool whole = a.k % (2 * 128 * 4) == 0;
-    if (a.group == 128) kernel = whole ? apply_stream_split_k_kernel<128, true> : apply_stream_split_k_kernel<128, false>;
-    if (a.group == 256) kernel = whole ? apply_stream_split_k_kernel<256, true> : apply_stream_split_k_kernel<256, false>;
-    if (kernel == nullptr || p.blocks < 2 || p.blocks % 2 != 0 || a.k % (2 * a.group) != 0)
+    if (a.group == 128)
+        kernel = p.whole_super ? apply_stream_split_k_kernel<128, true> : apply_stream_split_k_kernel<128, false>;
+    if (a.group == 256)
+        kernel = p.whole_super ? apply_stream_split_k_kernel<256, true> : apply_stream_split_k_kernel<256, false>;
+    if (kernel == nullptr || p.blocks < 2 || p.blocks % 2 != 0 || a.k % (2 * a.group) != 0 ||
+        (p.whole_super && a.k % (2 * 128 * 4) != 0))
         return (rad_error_t)RADIANCE_GPU_EINVAL;
     rad_error_t err = rad_func_set_max_dynamic_smem(kernel, p.smem);
     if (err != RAD_SUCCESS) return err;
-    cudaLaunchConfig_t cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = 2;
-    attr[0].val.clusterDim.y = 1;
-    attr[0].val.clusterDim.z = 1;
-    cfg.gridDim = dim3((unsigned)p.blocks);
-    cfg.blockDim = dim3((unsigned)(p.warps * 32));
-    cfg.dynamicSmemBytes = (size_t)p.smem;
-    cfg.stream = a.stream;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
-    return cudaLaunchKernelEx(&cfg, kernel, a.x, a.m, a.k, a.packed, a.scales, a.bias, a.n, a.out);
+    void *args[] = {(void *)&a.x, (void *)&a.m, (void *)&a.k, (void *)&a.packed, (void *)&a.scales,
+                    (void *)&a.bias, (void *)&a.n, (void *)&a.out};
+    return rad_launch_clusters((const void *)kernel, (unsigned)p.blocks, (unsigned)(p.warps * 32), (size_t)p.smem, 2,
+                               a.stream, args);
 }
-#endif /* RAD_CUDA */
+#endif /* RAD_HAS_CLUSTER_LAUNCH */
 
 } // namespace
 
@@ -620,7 +589,7 @@ bool plan_stream_shared_x(const ApplyArgs &a, int token_tiles, int super_step, i
 
 bool plan_stream_split_k(const ApplyArgs &a, int min_warps, ApplyPlan *p)
 {
-#if defined(RAD_CUDA)
+#if defined(RAD_HAS_CLUSTER_LAUNCH)
     if (a.m > 8 * kSplitKTokenTiles || (a.group != 128 && a.group != 256) || a.k % (2 * a.group) != 0) return false;
     if (per_device_cached<rad_device_sm>() < 90) return false; /* clusters */
     const int64_t per_warp = (int64_t)kStreamXsRingSlots * StreamSmem<1, 4>::slot + kSplitKSlot + kSplitKBars;
@@ -641,6 +610,8 @@ bool plan_stream_split_k(const ApplyArgs &a, int min_warps, ApplyPlan *p)
     p->super_step = 4;
     p->x_mode = kXShared;
     p->k_parts = 2;
+    /* whole super-steps in each half (k % 1024 == 0, as on the heads this is for): no step tested */
+    p->whole_super = a.k % (2 * 128 * 4) == 0;
     p->warps = (int)warps;
     p->blocks = (int)(2 * clusters);
     p->smem = (int)(warps * per_warp + xbytes);
@@ -656,7 +627,7 @@ rad_error_t launch_stream_shared_x(const ApplyArgs &a, const ApplyPlan &p)
     if (p.row_tiles != 1 || p.warps < 1 || p.warps > kStreamXsMaxWarps || p.blocks < 1)
         return (rad_error_t)RADIANCE_GPU_EINVAL;
     if (p.k_parts == 2) {
-#if defined(RAD_CUDA)
+#if defined(RAD_HAS_CLUSTER_LAUNCH)
         if (p.token_tiles == kSplitKTokenTiles && p.super_step == 4) return launch_stream_split_k(a, p);
 #endif
         return (rad_error_t)RADIANCE_GPU_EINVAL;

@@ -58,22 +58,14 @@ struct VecShape;
 template <> struct VecShape<1> { static constexpr int D = 1, THREADS = 256, MINB = 3; };
 template <> struct VecShape<2> { static constexpr int D = 1, THREADS = 256, MINB = 2; };
 template <> struct VecShape<4> { static constexpr int D = 1, THREADS = 256, MINB = 2; };
-#if defined(RAD_HIP)
-/* 384 threads are 6 wave64 on a CDNA CU's 4 SIMDs: two on some, which halves their registers
+/* AMD: 384 threads are 6 wave64 on a CDNA CU's 4 SIMDs: two on some, which halves their registers
  * (gfx942 then parked ~90 in AGPRs) */
-template <> struct VecShape<8> { static constexpr int D = 1, THREADS = 256, MINB = 1; };
-#else
-template <> struct VecShape<8> { static constexpr int D = 1, THREADS = 384, MINB = 1; };
-#endif
+template <> struct VecShape<8> { static constexpr int D = 1, THREADS = rad_amd ? 256 : 384, MINB = 1; };
 
 /* The second __launch_bounds__ argument. HIP reads it as waves per SIMD (EU), not blocks per
  * CU, and any bound above 1 made clang-19 park registers in gfx942's AGPRs (41-66 of them, ~46
  * v_accvgpr moves per step at 1 token); the LDS of a block bounds the blocks per CU anyway. */
-#if defined(RAD_HIP)
-#define VEC_MIN_BLOCKS(minb) ((minb) < 1 ? (minb) : 1)
-#else
-#define VEC_MIN_BLOCKS(minb) (minb)
-#endif
+#define VEC_MIN_BLOCKS(minb) (rad_amd ? ((minb) < 1 ? (minb) : 1) : (minb))
 
 /* The activations x[t0 .. t0 + T)[col .. col + cols) as fp32 into xs (token-major, xstride floats
  * apart; chunks of 32 columns padded to kChunkFloats), zeros for tokens past m; between two
@@ -307,25 +299,39 @@ rad_error_t launch_kernel(const ApplyArgs &a, int kc, size_t smem)
 }
 
 template <int T>
-rad_error_t launch_tokens(const ApplyArgs &a)
+rad_error_t launch_tokens(const ApplyArgs &a, const ApplyPlan &p)
 {
-    const int64_t resident_bytes = (int64_t)T * (a.k / 32) * kChunkFloats * (int64_t)sizeof(float);
-    if (resident_bytes <= per_device_cached<rad_smem_optin>())
-        return launch_kernel<T, false>(a, (int)a.k, (size_t)resident_bytes);
-    const int kc = a.k < kStageFloats / T ? (int)a.k : kStageFloats / T;
-    return launch_kernel<T, true>(a, kc, (size_t)T * (kc / 32) * kChunkFloats * sizeof(float));
+    return p.vector_staged ? launch_kernel<T, true>(a, p.stage_cols, (size_t)p.smem)
+                           : launch_kernel<T, false>(a, p.stage_cols, (size_t)p.smem);
 }
 
 } // namespace
 
+void plan_vector(const ApplyArgs &a, ApplyPlan *p)
+{
+    const int tokens = a.m == 1 ? 1 : a.m == 2 ? 2 : a.m <= 4 ? 4 : kMaxTokens;
+    p->path = ApplyPath::kVector;
+    p->tokens = tokens;
+    const int64_t resident_bytes = (int64_t)tokens * (a.k / 32) * kChunkFloats * (int64_t)sizeof(float);
+    p->vector_staged = resident_bytes > per_device_cached<rad_smem_optin>();
+    if (!p->vector_staged) {
+        p->stage_cols = (int)a.k;
+        p->smem = (int)resident_bytes;
+    } else {
+        p->stage_cols = a.k < kStageFloats / tokens ? (int)a.k : kStageFloats / tokens;
+        p->smem = (int)((int64_t)tokens * (p->stage_cols / 32) * kChunkFloats * (int64_t)sizeof(float));
+    }
+}
+
 rad_error_t launch_vector(const ApplyArgs &a, const ApplyPlan &p)
 {
-    (void)p;
-    /* the smallest tile that holds m: the FMAs of tokens past m are wasted work */
-    if (a.m == 1) return launch_tokens<1>(a);
-    if (a.m == 2) return launch_tokens<2>(a);
-    if (a.m <= 4) return launch_tokens<4>(a);
-    return launch_tokens<kMaxTokens>(a);
+    switch (p.tokens) {
+    case 1: return launch_tokens<1>(a, p);
+    case 2: return launch_tokens<2>(a, p);
+    case 4: return launch_tokens<4>(a, p);
+    case kMaxTokens: return launch_tokens<kMaxTokens>(a, p);
+    default: return (rad_error_t)RADIANCE_GPU_EINVAL;
+    }
 }
 
 } // namespace radiance

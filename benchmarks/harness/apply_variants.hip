@@ -58,7 +58,7 @@ int variant_plan(const ApplyArgs &a, const Variant &v, ApplyPlan *p)
         return 0;
     }
     if (v.kind == kVarVector) {
-        p->path = ApplyPath::kVector;
+        plan_vector(a, p);
         return 0;
     }
     if (per_device_cached<rad_device_sm>() < 80) return RADIANCE_GPU_ENOFIT;
