@@ -1,6 +1,6 @@
 /*
  * apply_stream.hip - the stream paths of apply (NVIDIA sm_80+, G >= 128, up to 8 tokens; which
- * tokens take which: hip/apply.hip, make_plan): mma.sync m16n8k16 as in apply_mma.hip,
+ * tokens take which: docs/DISPATCH.md): mma.sync m16n8k16 as in apply_mma.hip,
  * with the packed words streamed through a per-warp cp.async ring in shared memory.
  *
  * A warp owns 16 * ROW_TILES rows and 8 * TOKEN_TILES tokens. The packed words travel through a
@@ -22,7 +22,7 @@
  *   X_MODE       what lanes of tokens past m load (StreamX, apply_paths.h)
  *
  * apply_stream_xs_kernel (path kStreamSharedX) runs the same warp body with the activations in
- * shared memory, one block per SM; the planner takes it where they fit (plan_stream_shared_x).
+ * shared memory, one block per SM; the planner takes it where they fit (plan_stream_shared_x, dispatch.h).
  * apply_stream_split_k_kernel (plan_stream_split_k) runs it for 9-16 tokens with k split over a
  * cluster of two such blocks. stream_warp_rows' WHOLE (k % 512 == 0: no step tested against k
  * inside a super-step) serves 1-2 tokens and the split-k halves: docs/PERF_LOG.md, "9-16 tokens by
@@ -357,8 +357,6 @@ rad_error_t launch_stream(const ApplyArgs &a, const ApplyPlan &p)
 
 namespace {
 
-constexpr int kStreamXsMaxWarps = 16; /* apply_stream_xs_kernel: one block per SM */
-constexpr int kStreamXsRingSlots = 2;
 
 /* The stream kernel with the activations in shared memory (path kStreamSharedX), for heads whose
  * activations fit there beside the rings (16 k bytes per 8 tokens; m <= 8 TOKEN_TILES). One block
@@ -434,9 +432,6 @@ rad_error_t launch_stream_xs(const ApplyArgs &a, const ApplyPlan &p)
  * done its last access to their shared memory (the closing cluster barrier). Needs k % (2 GROUP) ==
  * 0: each half holds whole steps and whole groups (plan_stream_split_k). */
 #if defined(RAD_HAS_CLUSTER_LAUNCH)
-constexpr int kSplitKTokenTiles = 2;
-constexpr int kSplitKSlot = 32 * kSplitKTokenTiles * 4 * 4; /* per warp: a lane's fp32 sums, 2 tiles x 4 */
-constexpr int kSplitKBars = 2 * 8;                          /* per warp: full and empty mbarriers */
 
 template <int GROUP, bool WHOLE>
 __global__ void __launch_bounds__(kStreamXsMaxWarps * 32, 1)
@@ -552,73 +547,12 @@ rad_error_t launch_stream_split_k(const ApplyArgs &a, const ApplyPlan &p)
 
 } // namespace
 
-bool plan_stream_shared_x(const ApplyArgs &a, int token_tiles, int super_step, int min_warps, bool balance,
-                          ApplyPlan *p)
-{
-    if (a.m > 8 * token_tiles || (a.group != 128 && a.group != 256)) return false;
-    const int64_t ring = (int64_t)kStreamXsRingSlots * 16 * 64 * super_step; /* per warp: StreamSmem<1, SS> */
-    const int64_t xbytes = (int64_t)token_tiles * 16 * a.k;
-    const int64_t optin = per_device_cached<rad_smem_optin>();
-    const int64_t sms = per_device_cached<rad_sm_count>();
-    if (sms <= 0 || xbytes >= optin) return false;
-    int64_t fit = (optin - xbytes) / ring;
-    if (fit > kStreamXsMaxWarps) fit = kStreamXsMaxWarps;
-    if (fit < min_warps || fit < 1) return false;
-    const int64_t units = (a.n + 15) / 16;
-    auto blocks_for = [&](int64_t w) { return (units + w - 1) / w < sms ? (units + w - 1) / w : sms; };
-    int64_t warps = fit;
-    if (balance) {
-        /* the fewest warp-slots (rounds x warps in the grid) over the units; ties: more warps */
-        int64_t best = -1;
-        for (int64_t w = fit; w >= min_warps && w >= 1; w--) {
-            const int64_t grid = blocks_for(w) * w, slots = (units + grid - 1) / grid * grid;
-            if (best < 0 || slots < best) best = slots, warps = w;
-        }
-    }
-    p->path = ApplyPath::kStreamSharedX;
-    p->row_tiles = 1;
-    p->token_tiles = token_tiles;
-    p->super_step = super_step;
-    p->x_mode = kXShared;
-    p->warps = (int)warps;
-    p->blocks = (int)blocks_for(warps);
-    p->smem = (int)(warps * ring + xbytes);
-    return true;
-}
-
-
-bool plan_stream_split_k(const ApplyArgs &a, int min_warps, ApplyPlan *p)
+int64_t split_k_clusters(void)
 {
 #if defined(RAD_HAS_CLUSTER_LAUNCH)
-    if (a.m > 8 * kSplitKTokenTiles || (a.group != 128 && a.group != 256) || a.k % (2 * a.group) != 0) return false;
-    if (per_device_cached<rad_device_sm>() < 90) return false; /* clusters */
-    const int64_t per_warp = (int64_t)kStreamXsRingSlots * StreamSmem<1, 4>::slot + kSplitKSlot + kSplitKBars;
-    const int64_t xbytes = (int64_t)kSplitKTokenTiles * 16 * (a.k / 2); /* 16 tokens x k / 2 bf16 */
-    const int64_t optin = per_device_cached<rad_smem_optin>();
-    if (xbytes >= optin) return false;
-    int64_t warps = (optin - xbytes) / per_warp;
-    if (warps > kStreamXsMaxWarps) warps = kStreamXsMaxWarps;
-    if (warps < min_warps || warps < 1) return false;
-    const int64_t max_clusters = per_device_cached<split_k_max_clusters>();
-    if (max_clusters < 1) return false;
-    const int64_t units = (a.n + 15) / 16;
-    int64_t clusters = (units + warps - 1) / warps;
-    if (clusters > max_clusters) clusters = max_clusters;
-    p->path = ApplyPath::kStreamSharedX;
-    p->row_tiles = 1;
-    p->token_tiles = kSplitKTokenTiles;
-    p->super_step = 4;
-    p->x_mode = kXShared;
-    p->k_parts = 2;
-    /* whole super-steps in each half (k % 1024 == 0, as on the heads this is for): no step tested */
-    p->whole_super = a.k % (2 * 128 * 4) == 0;
-    p->warps = (int)warps;
-    p->blocks = (int)(2 * clusters);
-    p->smem = (int)(warps * per_warp + xbytes);
-    return true;
+    return per_device_cached<split_k_max_clusters>();
 #else
-    (void)a, (void)min_warps, (void)p;
-    return false;
+    return 0;
 #endif
 }
 

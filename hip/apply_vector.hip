@@ -39,10 +39,12 @@ constexpr int kRowLanes = kUnit / kKLanes;
 constexpr int kRows = 4;      /* rows per lane: an LDS read of activations feeds kRows FMAs */
 constexpr int kUnitRows = kRowLanes * kRows;
 constexpr int kStepCols = kKLanes * 32; /* columns of a row that a unit reads per step */
-constexpr int kChunkFloats = 36; /* LDS floats per 32-column chunk: 4 of pad, so that the 16-byte
-                                    reads of 8 consecutive k-lanes hit all 32 banks */
-constexpr int kStageFloats = 8192; /* tokens x columns of a stage where all of k does not fit */
-constexpr int kMaxTokens = 8;
+/* the shapes the planner sizes the kernel by (dispatch.h): LDS floats per 32-column chunk (4 of
+ * pad, so that the 16-byte reads of 8 consecutive k-lanes hit all 32 banks), tokens x columns of
+ * a stage where all of k does not fit, tokens of the largest tile */
+constexpr int kChunkFloats = kVectorChunkFloats;
+constexpr int kStageFloats = kVectorStageFloats;
+constexpr int kMaxTokens = kVectorMaxTokens;
 
 static_assert((kStageFloats / kMaxTokens) % kStepCols == 0, "a stage boundary is a step boundary");
 static_assert(kRows * kMaxTokens <= 2 * kKLanes, "a k-lane writes at most two (row, token) sums");
@@ -306,22 +308,6 @@ rad_error_t launch_tokens(const ApplyArgs &a, const ApplyPlan &p)
 }
 
 } // namespace
-
-void plan_vector(const ApplyArgs &a, ApplyPlan *p)
-{
-    const int tokens = a.m == 1 ? 1 : a.m == 2 ? 2 : a.m <= 4 ? 4 : kMaxTokens;
-    p->path = ApplyPath::kVector;
-    p->tokens = tokens;
-    const int64_t resident_bytes = (int64_t)tokens * (a.k / 32) * kChunkFloats * (int64_t)sizeof(float);
-    p->vector_staged = resident_bytes > per_device_cached<rad_smem_optin>();
-    if (!p->vector_staged) {
-        p->stage_cols = (int)a.k;
-        p->smem = (int)resident_bytes;
-    } else {
-        p->stage_cols = a.k < kStageFloats / tokens ? (int)a.k : kStageFloats / tokens;
-        p->smem = (int)((int64_t)tokens * (p->stage_cols / 32) * kChunkFloats * (int64_t)sizeof(float));
-    }
-}
 
 rad_error_t launch_vector(const ApplyArgs &a, const ApplyPlan &p)
 {
