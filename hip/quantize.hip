@@ -15,6 +15,10 @@
  * (bracket_codes) where a warp's weights allow it; other warps, fp32 and rtn take ratio_error and
  * exact_codes_sat. All compute the values the rule asks for, with fewer instructions than round
  * 18 did (the argument is beside each; docs/PERF_LOG.md, "Quantize, round 19", has the counts).
+ *
+ * Over 600 lines on purpose: one kernel whose searches must agree with the CPU rule bit for bit,
+ * each step beside the argument that it computes exactly that value; apart, the proofs and the
+ * steps they cover would be read in different files.
  */
 #include "compat.h"
 #include "ptx_sm80.h"
