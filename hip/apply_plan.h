@@ -1,7 +1,8 @@
 /*
  * apply_plan.h - the apply entry's planner (apply.hip) as far as code beside it needs it: the
- * benchmark build's variant table (benchmarks/harness/apply_variants.hip) plans some kernels by
- * hand and hands every plan to the same launch. Internal to the kernels: not part of the C
+ * decision of dispatch.h asks the current GPU through LiveFacts, and the benchmark build's
+ * variant table (benchmarks/harness/apply_variants.hip) plans some kernels by hand with the same
+ * pieces and hands every plan to the same launch. Internal to the kernels: not part of the C
  * surface (radiance/radiance_gpu.h).
  */
 #ifndef RADIANCE_APPLY_PLAN_H
@@ -10,6 +11,7 @@
 #include <stdint.h>
 
 #include "apply_paths.h"
+#include "dispatch.h"
 
 namespace radiance {
 
@@ -21,22 +23,39 @@ int check_args(const uint16_t *x, int64_t m, int64_t k, const int32_t *packed, c
 /* The RADIANCE_GPU_TEST_* flags set by radiance_gpu_test_refuse (0 outside the tests). */
 int test_refuse_flags(void);
 
+/* The Facts of dispatch.h for a call `a` on the current device: each answer looked up when the
+ * decision asks (the per-device ones once per device), the tensor maps encoded for `a` into xmap
+ * and wmap (zeros where refused). */
+class LiveFacts {
+public:
+    explicit LiveFacts(const ApplyArgs &a);
+    int sm();
+    int wmma_arch();
+    bool wmma_usable(int arch, bool corrupt);
+    bool wgmma_built();
+    int64_t smem_optin();
+    int64_t sm_count();
+    bool cluster_launch();
+    int64_t split_k_clusters();
+    bool ws_maps(int tokens, int rows);
+    bool pipe_x_map(int tokens);
+    bool pipe_w_map();
+    rad_tma_desc_t xmap, wmap;
+
+private:
+    const ApplyArgs &a_;
+};
+
+inline Call call_of(const ApplyArgs &a) { return Call{a.m, a.n, a.k, a.group}; }
+
+/* The plan of a decision and the tensor maps f encoded for it. */
+ApplyPlan plan_of(const Dispatch &d, const LiveFacts &f);
+
 /* The automatic choice for a checked call under the test flags `refuse` (docs/DISPATCH.md). */
 ApplyPlan make_plan(const ApplyArgs &a, int refuse);
 
 /* Launches the kernel the plan names on a.stream. */
 rad_error_t launch_plan(const ApplyArgs &a, const ApplyPlan &p);
-
-/* A tile of the warp-specialized wgmma kernel (apply_wgmma_ws.hip): tokens (64 to 256 in steps of
- * 32), consumer warpgroups of 64 rows, A-fragment sets, persistent blocks or one per tile. */
-struct WsTile {
-    int tokens, consumer_wgs, a_sets;
-    bool persistent;
-};
-
-/* The warp-specialized kernel with tile `w` and its two tensor maps, encoded into p. False where
- * the driver refuses a map (the caller then takes plan_wgmma, whose fallbacks copy without TMA). */
-bool plan_wgmma_ws(const ApplyArgs &a, WsTile w, int refuse, ApplyPlan *p);
 
 } // namespace radiance
 

@@ -1,6 +1,6 @@
 /*
  * apply_stream.hip - the stream paths of apply (NVIDIA sm_80+, G >= 128, up to 8 tokens; which
- * tokens take which: hip/apply.hip, make_plan): mma.sync m16n8k16 as in apply_mma.hip,
+ * tokens take which: docs/DISPATCH.md): mma.sync m16n8k16 as in apply_mma.hip,
  * with the packed words streamed through a per-warp cp.async ring in shared memory.
  *
  * A warp owns 16 * ROW_TILES rows and 8 * TOKEN_TILES tokens. The packed words travel through a
@@ -22,7 +22,7 @@
  *   X_MODE       what lanes of tokens past m load (StreamX, apply_paths.h)
  *
  * apply_stream_xs_kernel (path kStreamSharedX) runs the same warp body with the activations in
- * shared memory, one block per SM; the planner takes it where they fit (plan_stream_shared_x).
+ * shared memory, one block per SM; the planner takes it where they fit (plan_stream_shared_x, dispatch.h).
  * apply_stream_split_k_kernel (plan_stream_split_k) runs it for 9-16 tokens with k split over a
  * cluster of two such blocks. stream_warp_rows' WHOLE (k % 512 == 0: no step tested against k
  * inside a super-step) serves 1-2 tokens and the split-k halves: docs/PERF_LOG.md, "9-16 tokens by
@@ -33,10 +33,6 @@
 #include "ptx_sm80.h"
 #include "ptx_sm90.h"
 #include "runtime.h"
-
-#if defined(RAD_CUDA)
-#include <string.h>
-#endif
 
 namespace radiance {
 namespace {
@@ -173,8 +169,7 @@ __device__ __forceinline__ void stream_warp_rows(const uint16_t *__restrict__ x,
     for (int nt = 0; nt < TOKEN_TILES; nt++) {
 #pragma unroll
         for (int i = 0; i < 4; i++) {
-            uint32_t junk; /* defined but arbitrary contents (no instruction) */
-            asm("" : "=r"(junk));
+            const uint32_t junk = rad_arbitrary_u32(); /* no instruction */
             xb[0][nt][i] = rad_u32x4{junk, junk, junk, junk};
             xb[1][nt][i] = rad_u32x4{junk, junk, junk, junk};
             if (!XS && xvalid[nt]) xb[0][nt][i] = rad_load_cached_16(xsrc[nt] + 8 * i);
@@ -362,8 +357,6 @@ rad_error_t launch_stream(const ApplyArgs &a, const ApplyPlan &p)
 
 namespace {
 
-constexpr int kStreamXsMaxWarps = 16; /* apply_stream_xs_kernel: one block per SM */
-constexpr int kStreamXsRingSlots = 2;
 
 /* The stream kernel with the activations in shared memory (path kStreamSharedX), for heads whose
  * activations fit there beside the rings (16 k bytes per 8 tokens; m <= 8 TOKEN_TILES). One block
@@ -438,10 +431,7 @@ rad_error_t launch_stream_xs(const ApplyArgs &a, const ApplyPlan &p)
  * units, so each warp's partner is the warp of the same index. Both blocks stay until the other has
  * done its last access to their shared memory (the closing cluster barrier). Needs k % (2 GROUP) ==
  * 0: each half holds whole steps and whole groups (plan_stream_split_k). */
-#if defined(RAD_CUDA)
-constexpr int kSplitKTokenTiles = 2;
-constexpr int kSplitKSlot = 32 * kSplitKTokenTiles * 4 * 4; /* per warp: a lane's fp32 sums, 2 tiles x 4 */
-constexpr int kSplitKBars = 2 * 8;                          /* per warp: full and empty mbarriers */
+#if defined(RAD_HAS_CLUSTER_LAUNCH)
 
 template <int GROUP, bool WHOLE>
 __global__ void __launch_bounds__(kStreamXsMaxWarps * 32, 1)
@@ -528,126 +518,41 @@ int split_k_max_clusters(void)
     const int optin = rad_smem_optin();
     void (*kernel)(const uint16_t *, int64_t, int64_t, const int32_t *, const uint16_t *, const uint16_t *, int64_t,
                    uint16_t *) = apply_stream_split_k_kernel<128, false>;
-    if (optin <= 0 || rad_func_set_max_dynamic_smem(kernel, optin) != cudaSuccess) {
-        (void)cudaGetLastError();
+    if (optin <= 0 || rad_func_set_max_dynamic_smem(kernel, optin) != RAD_SUCCESS) {
+        (void)rad_get_last_error();
         return 0;
     }
-    cudaLaunchConfig_t cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = 2;
-    attr[0].val.clusterDim.y = 1;
-    attr[0].val.clusterDim.z = 1;
-    cfg.gridDim = dim3(2);
-    cfg.blockDim = dim3(kStreamXsMaxWarps * 32);
-    cfg.dynamicSmemBytes = (size_t)optin;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
-    int clusters = 0;
-    if (cudaOccupancyMaxActiveClusters(&clusters, kernel, &cfg) != cudaSuccess) {
-        (void)cudaGetLastError();
-        return 0;
-    }
-    return clusters;
+    return rad_max_active_clusters((const void *)kernel, kStreamXsMaxWarps * 32, (size_t)optin, 2);
 }
 
 rad_error_t launch_stream_split_k(const ApplyArgs &a, const ApplyPlan &p)
 {
     void (*kernel)(const uint16_t *, int64_t, int64_t, const int32_t *, const uint16_t *, const uint16_t *, int64_t,
                    uint16_t *) = nullptr;
-    /* whole super-steps in each half (k % 1024 == 0, as on the heads this is for): no step tested */
-    const bool whole = a.k % (2 * 128 * 4) == 0;
-    if (a.group == 128) kernel = whole ? apply_stream_split_k_kernel<128, true> : apply_stream_split_k_kernel<128, false>;
-    if (a.group == 256) kernel = whole ? apply_stream_split_k_kernel<256, true> : apply_stream_split_k_kernel<256, false>;
-    if (kernel == nullptr || p.blocks < 2 || p.blocks % 2 != 0 || a.k % (2 * a.group) != 0)
+    if (a.group == 128)
+        kernel = p.whole_super ? apply_stream_split_k_kernel<128, true> : apply_stream_split_k_kernel<128, false>;
+    if (a.group == 256)
+        kernel = p.whole_super ? apply_stream_split_k_kernel<256, true> : apply_stream_split_k_kernel<256, false>;
+    if (kernel == nullptr || p.blocks < 2 || p.blocks % 2 != 0 || a.k % (2 * a.group) != 0 ||
+        (p.whole_super && a.k % (2 * 128 * 4) != 0))
         return (rad_error_t)RADIANCE_GPU_EINVAL;
     rad_error_t err = rad_func_set_max_dynamic_smem(kernel, p.smem);
     if (err != RAD_SUCCESS) return err;
-    cudaLaunchConfig_t cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = 2;
-    attr[0].val.clusterDim.y = 1;
-    attr[0].val.clusterDim.z = 1;
-    cfg.gridDim = dim3((unsigned)p.blocks);
-    cfg.blockDim = dim3((unsigned)(p.warps * 32));
-    cfg.dynamicSmemBytes = (size_t)p.smem;
-    cfg.stream = a.stream;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
-    return cudaLaunchKernelEx(&cfg, kernel, a.x, a.m, a.k, a.packed, a.scales, a.bias, a.n, a.out);
+    void *args[] = {(void *)&a.x, (void *)&a.m, (void *)&a.k, (void *)&a.packed, (void *)&a.scales,
+                    (void *)&a.bias, (void *)&a.n, (void *)&a.out};
+    return rad_launch_clusters((const void *)kernel, (unsigned)p.blocks, (unsigned)(p.warps * 32), (size_t)p.smem, 2,
+                               a.stream, args);
 }
-#endif /* RAD_CUDA */
+#endif /* RAD_HAS_CLUSTER_LAUNCH */
 
 } // namespace
 
-bool plan_stream_shared_x(const ApplyArgs &a, int token_tiles, int super_step, int min_warps, bool balance,
-                          ApplyPlan *p)
+int64_t split_k_clusters(void)
 {
-    if (a.m > 8 * token_tiles || (a.group != 128 && a.group != 256)) return false;
-    const int64_t ring = (int64_t)kStreamXsRingSlots * 16 * 64 * super_step; /* per warp: StreamSmem<1, SS> */
-    const int64_t xbytes = (int64_t)token_tiles * 16 * a.k;
-    const int64_t optin = per_device_cached<rad_smem_optin>();
-    const int64_t sms = per_device_cached<rad_sm_count>();
-    if (sms <= 0 || xbytes >= optin) return false;
-    int64_t fit = (optin - xbytes) / ring;
-    if (fit > kStreamXsMaxWarps) fit = kStreamXsMaxWarps;
-    if (fit < min_warps || fit < 1) return false;
-    const int64_t units = (a.n + 15) / 16;
-    auto blocks_for = [&](int64_t w) { return (units + w - 1) / w < sms ? (units + w - 1) / w : sms; };
-    int64_t warps = fit;
-    if (balance) {
-        /* the fewest warp-slots (rounds x warps in the grid) over the units; ties: more warps */
-        int64_t best = -1;
-        for (int64_t w = fit; w >= min_warps && w >= 1; w--) {
-            const int64_t grid = blocks_for(w) * w, slots = (units + grid - 1) / grid * grid;
-            if (best < 0 || slots < best) best = slots, warps = w;
-        }
-    }
-    p->path = ApplyPath::kStreamSharedX;
-    p->row_tiles = 1;
-    p->token_tiles = token_tiles;
-    p->super_step = super_step;
-    p->x_mode = kXShared;
-    p->warps = (int)warps;
-    p->blocks = (int)blocks_for(warps);
-    p->smem = (int)(warps * ring + xbytes);
-    return true;
-}
-
-
-bool plan_stream_split_k(const ApplyArgs &a, int min_warps, ApplyPlan *p)
-{
-#if defined(RAD_CUDA)
-    if (a.m > 8 * kSplitKTokenTiles || (a.group != 128 && a.group != 256) || a.k % (2 * a.group) != 0) return false;
-    if (per_device_cached<rad_device_sm>() < 90) return false; /* clusters */
-    const int64_t per_warp = (int64_t)kStreamXsRingSlots * StreamSmem<1, 4>::slot + kSplitKSlot + kSplitKBars;
-    const int64_t xbytes = (int64_t)kSplitKTokenTiles * 16 * (a.k / 2); /* 16 tokens x k / 2 bf16 */
-    const int64_t optin = per_device_cached<rad_smem_optin>();
-    if (xbytes >= optin) return false;
-    int64_t warps = (optin - xbytes) / per_warp;
-    if (warps > kStreamXsMaxWarps) warps = kStreamXsMaxWarps;
-    if (warps < min_warps || warps < 1) return false;
-    const int64_t max_clusters = per_device_cached<split_k_max_clusters>();
-    if (max_clusters < 1) return false;
-    const int64_t units = (a.n + 15) / 16;
-    int64_t clusters = (units + warps - 1) / warps;
-    if (clusters > max_clusters) clusters = max_clusters;
-    p->path = ApplyPath::kStreamSharedX;
-    p->row_tiles = 1;
-    p->token_tiles = kSplitKTokenTiles;
-    p->super_step = 4;
-    p->x_mode = kXShared;
-    p->k_parts = 2;
-    p->warps = (int)warps;
-    p->blocks = (int)(2 * clusters);
-    p->smem = (int)(warps * per_warp + xbytes);
-    return true;
+#if defined(RAD_HAS_CLUSTER_LAUNCH)
+    return per_device_cached<split_k_max_clusters>();
 #else
-    (void)a, (void)min_warps, (void)p;
-    return false;
+    return 0;
 #endif
 }
 
@@ -656,7 +561,7 @@ rad_error_t launch_stream_shared_x(const ApplyArgs &a, const ApplyPlan &p)
     if (p.row_tiles != 1 || p.warps < 1 || p.warps > kStreamXsMaxWarps || p.blocks < 1)
         return (rad_error_t)RADIANCE_GPU_EINVAL;
     if (p.k_parts == 2) {
-#if defined(RAD_CUDA)
+#if defined(RAD_HAS_CLUSTER_LAUNCH)
         if (p.token_tiles == kSplitKTokenTiles && p.super_step == 4) return launch_stream_split_k(a, p);
 #endif
         return (rad_error_t)RADIANCE_GPU_EINVAL;

@@ -39,10 +39,12 @@ constexpr int kRowLanes = kUnit / kKLanes;
 constexpr int kRows = 4;      /* rows per lane: an LDS read of activations feeds kRows FMAs */
 constexpr int kUnitRows = kRowLanes * kRows;
 constexpr int kStepCols = kKLanes * 32; /* columns of a row that a unit reads per step */
-constexpr int kChunkFloats = 36; /* LDS floats per 32-column chunk: 4 of pad, so that the 16-byte
-                                    reads of 8 consecutive k-lanes hit all 32 banks */
-constexpr int kStageFloats = 8192; /* tokens x columns of a stage where all of k does not fit */
-constexpr int kMaxTokens = 8;
+/* the shapes the planner sizes the kernel by (dispatch.h): LDS floats per 32-column chunk (4 of
+ * pad, so that the 16-byte reads of 8 consecutive k-lanes hit all 32 banks), tokens x columns of
+ * a stage where all of k does not fit, tokens of the largest tile */
+constexpr int kChunkFloats = kVectorChunkFloats;
+constexpr int kStageFloats = kVectorStageFloats;
+constexpr int kMaxTokens = kVectorMaxTokens;
 
 static_assert((kStageFloats / kMaxTokens) % kStepCols == 0, "a stage boundary is a step boundary");
 static_assert(kRows * kMaxTokens <= 2 * kKLanes, "a k-lane writes at most two (row, token) sums");
@@ -58,22 +60,14 @@ struct VecShape;
 template <> struct VecShape<1> { static constexpr int D = 1, THREADS = 256, MINB = 3; };
 template <> struct VecShape<2> { static constexpr int D = 1, THREADS = 256, MINB = 2; };
 template <> struct VecShape<4> { static constexpr int D = 1, THREADS = 256, MINB = 2; };
-#if defined(RAD_HIP)
-/* 384 threads are 6 wave64 on a CDNA CU's 4 SIMDs: two on some, which halves their registers
+/* AMD: 384 threads are 6 wave64 on a CDNA CU's 4 SIMDs: two on some, which halves their registers
  * (gfx942 then parked ~90 in AGPRs) */
-template <> struct VecShape<8> { static constexpr int D = 1, THREADS = 256, MINB = 1; };
-#else
-template <> struct VecShape<8> { static constexpr int D = 1, THREADS = 384, MINB = 1; };
-#endif
+template <> struct VecShape<8> { static constexpr int D = 1, THREADS = rad_amd ? 256 : 384, MINB = 1; };
 
 /* The second __launch_bounds__ argument. HIP reads it as waves per SIMD (EU), not blocks per
  * CU, and any bound above 1 made clang-19 park registers in gfx942's AGPRs (41-66 of them, ~46
  * v_accvgpr moves per step at 1 token); the LDS of a block bounds the blocks per CU anyway. */
-#if defined(RAD_HIP)
-#define VEC_MIN_BLOCKS(minb) ((minb) < 1 ? (minb) : 1)
-#else
-#define VEC_MIN_BLOCKS(minb) (minb)
-#endif
+#define VEC_MIN_BLOCKS(minb) (rad_amd ? ((minb) < 1 ? (minb) : 1) : (minb))
 
 /* The activations x[t0 .. t0 + T)[col .. col + cols) as fp32 into xs (token-major, xstride floats
  * apart; chunks of 32 columns padded to kChunkFloats), zeros for tokens past m; between two
@@ -307,25 +301,23 @@ rad_error_t launch_kernel(const ApplyArgs &a, int kc, size_t smem)
 }
 
 template <int T>
-rad_error_t launch_tokens(const ApplyArgs &a)
+rad_error_t launch_tokens(const ApplyArgs &a, const ApplyPlan &p)
 {
-    const int64_t resident_bytes = (int64_t)T * (a.k / 32) * kChunkFloats * (int64_t)sizeof(float);
-    if (resident_bytes <= per_device_cached<rad_smem_optin>())
-        return launch_kernel<T, false>(a, (int)a.k, (size_t)resident_bytes);
-    const int kc = a.k < kStageFloats / T ? (int)a.k : kStageFloats / T;
-    return launch_kernel<T, true>(a, kc, (size_t)T * (kc / 32) * kChunkFloats * sizeof(float));
+    return p.vector_staged ? launch_kernel<T, true>(a, p.stage_cols, (size_t)p.smem)
+                           : launch_kernel<T, false>(a, p.stage_cols, (size_t)p.smem);
 }
 
 } // namespace
 
 rad_error_t launch_vector(const ApplyArgs &a, const ApplyPlan &p)
 {
-    (void)p;
-    /* the smallest tile that holds m: the FMAs of tokens past m are wasted work */
-    if (a.m == 1) return launch_tokens<1>(a);
-    if (a.m == 2) return launch_tokens<2>(a);
-    if (a.m <= 4) return launch_tokens<4>(a);
-    return launch_tokens<kMaxTokens>(a);
+    switch (p.tokens) {
+    case 1: return launch_tokens<1>(a, p);
+    case 2: return launch_tokens<2>(a, p);
+    case 4: return launch_tokens<4>(a, p);
+    case kMaxTokens: return launch_tokens<kMaxTokens>(a, p);
+    default: return (rad_error_t)RADIANCE_GPU_EINVAL;
+    }
 }
 
 } // namespace radiance

@@ -194,18 +194,18 @@ apply_wgmma_ws_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, cons
         /* the flagged rows (never from quantize_rows) by the exact loop; the consumers meet on
          * named barrier 1 (the producer warpgroup is elsewhere) */
         if (tid == 0) *count = 0;
-        asm volatile("bar.sync 1, %0;" ::"n"(kConsumers) : "memory");
+        rad_named_barrier_sync<1, kConsumers>();
         if (t == 0) {
 #pragma unroll
             for (int hi = 0; hi < 2; hi++)
                 if ((bad >> hi) & 1u) list[atomicAdd(count, 1)] = local0 + 8 * hi;
         }
-        asm volatile("bar.sync 1, %0;" ::"n"(kConsumers) : "memory");
+        rad_named_barrier_sync<1, kConsumers>();
         const int nbad = *count;
         if (nbad > 0)
             wgp_exact_rows<GROUP, TOKENS>(list, nbad, rbase, tok0, m, x, k, packed, scales, bias, n, out,
                                           kConsumers / 32);
-        asm volatile("bar.sync 1, %0;" ::"n"(kConsumers) : "memory"); /* the list is read before the next tile */
+        rad_named_barrier_sync<1, kConsumers>(); /* the list is read before the next tile */
     }
 #endif
 }

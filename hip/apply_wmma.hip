@@ -38,6 +38,7 @@
 #include "apply_common.h"
 #include "apply_paths.h"
 #include "runtime.h"
+#include "wmma.h"
 
 namespace radiance {
 namespace {
@@ -380,9 +381,7 @@ extern "C" int radiance_gpu_test_wmma(int arch, const uint32_t *a, const uint32_
 {
     using namespace radiance;
     if ((arch != 11 && arch != 12) || a == NULL || b == NULL || c == NULL || d == NULL) return RADIANCE_GPU_EINVAL;
-#if defined(RAD_HIP)
-    if (wmma_device_arch() != arch) return RADIANCE_GPU_EINVAL; /* the builtin of another chip */
-#endif
+    if (rad_amd && wmma_device_arch() != arch) return RADIANCE_GPU_EINVAL; /* the builtin of another chip */
     const int words = arch == 12 ? 4 : 8;
     uint32_t *da = nullptr, *db = nullptr;
     float *dc = nullptr, *dd = nullptr;

@@ -3,9 +3,10 @@
  * nvcc (CUDA), and it holds nothing else: runtime calls and types behind rad_* names, the error
  * type, bf16/fp16 conversions on 16-bit words (Debian's HIP 5.2 headers have no hip_bf16.h), warp
  * shuffles, the wave size as a compile-time constant, arithmetic with exactly one rounding per
- * operation (the quantizer must match the CPU bit for bit) and memory loads with cache hints.
- * NVIDIA instruction wrappers live in ptx_sm80.h and ptx_sm90.h, host-side runtime helpers in
- * runtime.h.
+ * operation (the quantizer must match the CPU bit for bit), memory loads with cache hints, and
+ * the vendor and target facts other files test (rad_amd, RAD_HAS_CLUSTER_LAUNCH, the WMMA
+ * layouts). The PTX behind the NVIDIA side is in ptx_common.h; the kernels' own NVIDIA
+ * instructions in ptx_sm80.h and ptx_sm90.h, host-side runtime helpers in runtime.h.
  */
 #ifndef RADIANCE_COMPAT_H
 #define RADIANCE_COMPAT_H
@@ -19,6 +20,7 @@
 #define RAD_CUDA 1
 #include <cuda_runtime.h>
 #include <cuda_fp16.h>
+#include "ptx_common.h" /* the PTX behind the NVIDIA side of the helpers below */
 #endif
 
 /* ------------------------------------------------------------------------------------------ */
@@ -115,6 +117,33 @@ typedef struct __attribute__((aligned(64))) {
 #define RAD_GRID_CONSTANT
 #endif
 
+/* Which vendor, for the choices that differ by vendor outside the device code (launch shapes,
+ * launch bounds, host checks); device code tests the RAD_HAS_* features instead. */
+#if defined(RAD_HIP)
+constexpr bool rad_amd = true;
+#else
+constexpr bool rad_amd = false;
+#endif
+
+/* Thread-block clusters and their launch (runtime.h: rad_launch_clusters): NVIDIA only. */
+#if defined(RAD_CUDA)
+#define RAD_HAS_CLUSTER_LAUNCH 1
+#endif
+
+/* Which rad_wmma layout the current device pass has (wmma.h): the gfx12 or gfx11 builtin, or on
+ * NVIDIA the exact emulation; none on every other AMD target. */
+#if defined(RAD_HIP) && (defined(__gfx1200__) || defined(__gfx1201__))
+#define RAD_WMMA12_BUILTIN 1
+#endif
+#if defined(RAD_HIP) && (defined(__gfx1100__) || defined(__gfx1101__) || defined(__gfx1102__) || \
+                         defined(__gfx1103__) || defined(__gfx1150__) || defined(__gfx1151__) ||   \
+                         defined(__gfx1152__) || defined(__gfx1153__))
+#define RAD_WMMA11_BUILTIN 1
+#endif
+#if defined(RAD_CUDA)
+#define RAD_WMMA_EMULATED 1
+#endif
+
 /* ------------------------------------------------------------------------------------------ */
 /* Wave size: a compile-time constant of the device pass, chosen by target macro.              */
 /* Host passes never use it (kernels are written so that the host need not know it).          */
@@ -137,6 +166,13 @@ __device__ __forceinline__ float rad_shfl_xor(float v, int lane_mask)
 {
     return __shfl_xor_sync(0xffffffffu, v, lane_mask);
 }
+#endif
+
+/* true in every lane if the predicate holds in any lane of the wave (all lanes call it) */
+#if defined(RAD_HIP)
+__device__ __forceinline__ bool rad_wave_any(bool p) { return __any(p) != 0; }
+#else
+__device__ __forceinline__ bool rad_wave_any(bool p) { return __any_sync(0xffffffffu, p) != 0; }
 #endif
 
 /* ------------------------------------------------------------------------------------------ */
@@ -240,13 +276,18 @@ __device__ __forceinline__ float rad_mul_rn(float a, float b) { return __fmul_rn
 __device__ __forceinline__ float rad_div_rn(float a, float b) { return __fdiv_rn(a, b); }
 __device__ __forceinline__ float rad_fma_rn(float a, float b, float c) { return __fmaf_rn(a, b, c); }
 /* 1 / a to about 1 ulp (the hardware estimate; normal a only) */
-__device__ __forceinline__ float rad_rcp_approx(float a)
-{
-    float r;
-    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(a));
-    return r;
-}
+__device__ __forceinline__ float rad_rcp_approx(float a) { return rad_ptx_rcp_approx(a); }
 #endif
+
+/* RN(a * b + c) clamped to [0, 1] (one instruction on NVIDIA, the clamp bit of v_fma_f32 on AMD). */
+__device__ __forceinline__ float rad_fma_sat(float a, float b, float c)
+{
+#if defined(RAD_CUDA) && defined(__CUDA_ARCH__)
+    return rad_ptx_fma_rn_sat(a, b, c);
+#else
+    return fminf(fmaxf(rad_fma_rn(a, b, c), 0.0f), 1.0f);
+#endif
+}
 
 /* ------------------------------------------------------------------------------------------ */
 /* Memory access helpers.                                                                      */
@@ -261,9 +302,8 @@ __device__ __forceinline__ rad_u32x4 rad_load_stream_16(const void *p)
 {
     rad_u32x4 v;
 #if defined(RAD_CUDA) && defined(__CUDA_ARCH__)
-    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
-                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-                 : "l"(p));
+    const uint4 t = rad_ptx_ld_nc_na_v4(p);
+    v.x = t.x; v.y = t.y; v.z = t.z; v.w = t.w;
 #elif defined(RAD_HIP)
     typedef uint32_t u32x4_native __attribute__((ext_vector_type(4)));
     const u32x4_native t = __builtin_nontemporal_load((const u32x4_native *)p);
@@ -278,9 +318,7 @@ __device__ __forceinline__ rad_u32x4 rad_load_stream_16(const void *p)
 __device__ __forceinline__ uint2 rad_load_stream_8(const void *p)
 {
 #if defined(RAD_CUDA) && defined(__CUDA_ARCH__)
-    uint2 v;
-    asm volatile("ld.global.nc.L1::no_allocate.v2.u32 {%0,%1}, [%2];" : "=r"(v.x), "=r"(v.y) : "l"(p));
-    return v;
+    return rad_ptx_ld_nc_na_v2(p);
 #elif defined(RAD_HIP)
     typedef uint32_t u32x2_native __attribute__((ext_vector_type(2)));
     const u32x2_native t = __builtin_nontemporal_load((const u32x2_native *)p);
@@ -293,9 +331,7 @@ __device__ __forceinline__ uint2 rad_load_stream_8(const void *p)
 __device__ __forceinline__ uint32_t rad_load_stream_4(const void *p)
 {
 #if defined(RAD_CUDA) && defined(__CUDA_ARCH__)
-    uint32_t v;
-    asm volatile("ld.global.nc.L1::no_allocate.u32 %0, [%1];" : "=r"(v) : "l"(p));
-    return v;
+    return rad_ptx_ld_nc_na_u32(p);
 #elif defined(RAD_HIP)
     return __builtin_nontemporal_load((const uint32_t *)p);
 #else
@@ -318,8 +354,9 @@ __device__ __forceinline__ rad_u32x4 rad_load_cached_16(const void *p)
 __device__ __forceinline__ rad_u32x4 rad_load_cached_16_now(const void *p)
 {
 #if defined(RAD_CUDA) && defined(__CUDA_ARCH__)
+    const uint4 t = rad_ptx_ld_v4_ordered(p);
     rad_u32x4 v;
-    asm volatile("ld.global.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p) : "memory");
+    v.x = t.x; v.y = t.y; v.z = t.z; v.w = t.w;
     return v;
 #else
     return rad_load_cached_16(p);
@@ -330,13 +367,23 @@ __device__ __forceinline__ rad_u32x4 rad_load_cached_16_now(const void *p)
 __device__ __forceinline__ uint32_t rad_max_u16x2(uint32_t a, uint32_t b)
 {
 #if defined(RAD_CUDA) && defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900)
-    uint32_t d;
-    asm("max.u16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
-    return d;
+    return rad_ptx_max_u16x2(a, b);
 #else
     const uint32_t lo = (a & 0xffffu) > (b & 0xffffu) ? (a & 0xffffu) : (b & 0xffffu);
     const uint32_t hi = (a >> 16) > (b >> 16) ? (a >> 16) : (b >> 16);
     return lo | (hi << 16);
+#endif
+}
+
+/* Per 16-bit lane: min(a + b mod 2^16, c). */
+__device__ __forceinline__ uint32_t rad_add_min_u16x2(uint32_t a, uint32_t b, uint32_t c)
+{
+#if defined(RAD_CUDA) && defined(__CUDA_ARCH__)
+    return __viaddmin_u16x2(a, b, c);
+#else
+    const uint32_t lo = (a + b) & 0xffffu, hi = ((a >> 16) + (b >> 16)) & 0xffffu;
+    const uint32_t clo = c & 0xffffu, chi = c >> 16;
+    return (lo < clo ? lo : clo) | ((hi < chi ? hi : chi) << 16);
 #endif
 }
 
@@ -345,9 +392,5 @@ __device__ __forceinline__ void rad_atomic_min_u64(unsigned long long *p, unsign
 {
     atomicMin(p, v);
 }
-
-/* The rad_wmma_* layer (AMD WMMA builtins, or their emulation on NVIDIA) is the other half of the
- * portability header; it lives in its own file because it is long and only apply_wmma.hip uses it. */
-#include "wmma.h"
 
 #endif /* RADIANCE_COMPAT_H */

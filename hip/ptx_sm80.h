@@ -1,7 +1,7 @@
 /*
  * ptx_sm80.h - NVIDIA instructions of sm_80 and later that the apply kernels use: mma.sync
- * m16n8k16 bf16 -> fp32, cp.async, and the LOP3 / bf16x2 FMA of the nibble dequantization.
- * RAD_HAS_MMA_BF16 says whether the current device pass has them; elsewhere (host passes, AMD,
+ * m16n8k16 bf16 -> fp32, cp.async, the LOP3 / bf16x2 FMA of the nibble dequantization, and the
+ * quantizer's float -> bf16x2 conversion (RAD_HAS_CVT_BF16X2). RAD_HAS_MMA_BF16 says whether the current device pass has them; elsewhere (host passes, AMD,
  * older NVIDIA GPUs) nothing is defined and the kernels that need them compile to empty bodies.
  */
 #ifndef RADIANCE_PTX_SM80_H
@@ -11,6 +11,21 @@
 
 #if defined(RAD_CUDA) && defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 800)
 #define RAD_HAS_MMA_BF16 1
+#define RAD_HAS_CVT_BF16X2 1
+/* bf16(hi) in the upper half, bf16(lo) in the lower, each rounded to nearest, ties to even */
+__device__ __forceinline__ uint32_t rad_cvt_rn_bf16x2(float hi, float lo)
+{
+    uint32_t r;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+/* a register with defined but arbitrary contents, at no instruction */
+__device__ __forceinline__ uint32_t rad_arbitrary_u32()
+{
+    uint32_t r;
+    asm("" : "=r"(r));
+    return r;
+}
 /* c += A(16x16, row) * B(16x8, col); a: 4 regs of bf16x2, b: 2 regs of bf16x2 (PTX fragment     */
 /* layout for m16n8k16).                                                                         */
 __device__ __forceinline__ void rad_mma_bf16_m16n8k16(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1)

@@ -37,6 +37,13 @@ template <int R>
 __device__ __forceinline__ void rad_setmaxnreg_dec() { asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(R)); }
 template <int R>
 __device__ __forceinline__ void rad_setmaxnreg_inc() { asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(R)); }
+/* Named barrier ID (not 0, which __syncthreads uses) for THREADS threads: the consumer warpgroups
+ * of a warp-specialized block meet there while the producer is elsewhere. */
+template <int ID, int THREADS>
+__device__ __forceinline__ void rad_named_barrier_sync() { asm volatile("bar.sync %0, %1;" ::"n"(ID), "n"(THREADS) : "memory"); }
+/* Keeps the computation of v ahead of what follows (volatile asm is not reordered): e.g. ahead of
+ * wgmma.fence, after which ptxas would wait for every wgmma in flight first. No instruction. */
+__device__ __forceinline__ void rad_order_before(float &v) { asm volatile("" : "+f"(v)); }
 /* Shared-memory barriers: init (count arrivals), one arrival announcing `bytes` of bulk copies,
  * a plain arrival, and a wait for the phase of the given parity. */
 __device__ __forceinline__ void rad_mbarrier_init(uint64_t *bar, unsigned count)

@@ -15,8 +15,13 @@
  * (bracket_codes) where a warp's weights allow it; other warps, fp32 and rtn take ratio_error and
  * exact_codes_sat. All compute the values the rule asks for, with fewer instructions than round
  * 18 did (the argument is beside each; docs/PERF_LOG.md, "Quantize, round 19", has the counts).
+ *
+ * Over 600 lines on purpose: one kernel whose searches must agree with the CPU rule bit for bit,
+ * each step beside the argument that it computes exactly that value; apart, the proofs and the
+ * steps they cover would be read in different files.
  */
 #include "compat.h"
+#include "ptx_sm80.h"
 #include "radiance/format.h"
 #include "radiance/radiance_gpu.h"
 #include "runtime.h"
@@ -37,12 +42,10 @@ __device__ __forceinline__ float clip_coefficient()
 __device__ __forceinline__ float group_scale(float amax, float c)
 {
     const float m = fmaxf(rad_mul_rn(amax, c), RAD_MIN_SCALE);
-#if defined(RAD_CUDA) && defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 800)
+#if defined(RAD_HAS_CVT_BF16X2)
     /* bf16(m) in the upper half and bf16(0) = 0 in the lower: the bits of the rounded float. The
      * same rounding as below for finite m (nearest, ties to even), one instruction for four. */
-    uint32_t r;
-    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(m), "f"(0.0f));
-    return rad_bits_to_float(r);
+    return rad_bits_to_float(rad_cvt_rn_bf16x2(m, 0.0f));
 #else
     uint32_t u = rad_float_to_bits(m);
     u += 0x7fffu + ((u >> 16) & 1u);
@@ -50,38 +53,10 @@ __device__ __forceinline__ float group_scale(float amax, float c)
 #endif
 }
 
-/* RN(a * b + c) clamped to [0, 1] (one instruction on NVIDIA, the clamp bit of v_fma_f32 on AMD). */
-__device__ __forceinline__ float fma_sat(float a, float b, float c)
-{
-#if defined(RAD_CUDA) && defined(__CUDA_ARCH__)
-    float r;
-    asm("fma.rn.sat.f32 %0, %1, %2, %3;" : "=f"(r) : "f"(a), "f"(b), "f"(c));
-    return r;
-#else
-    return fminf(fmaxf(rad_fma_rn(a, b, c), 0.0f), 1.0f);
-#endif
-}
-
 /* Per 16-bit lane: min(acc, x - 1 mod 2^16), so a zero lane of x counts as 0xffff. */
 __device__ __forceinline__ uint32_t min_u16x2_less_one(uint32_t acc, uint32_t x)
 {
-#if defined(RAD_CUDA) && defined(__CUDA_ARCH__)
-    return __viaddmin_u16x2(x, 0xffffffffu, acc);
-#else
-    const uint32_t lo = (x + 0xffffu) & 0xffffu, hi = ((x >> 16) + 0xffffu) & 0xffffu;
-    const uint32_t alo = acc & 0xffffu, ahi = acc >> 16;
-    return (lo < alo ? lo : alo) | ((hi < ahi ? hi : ahi) << 16);
-#endif
-}
-
-/* true in every lane if the predicate holds in any lane of the warp (all lanes call it) */
-__device__ __forceinline__ bool warp_any(bool p)
-{
-#if defined(RAD_HIP)
-    return __any(p) != 0;
-#else
-    return __any_sync(0xffffffffu, p) != 0;
-#endif
+    return rad_add_min_u16x2(x, 0xffffffffu, acc);
 }
 
 /*
@@ -202,7 +177,7 @@ __device__ __forceinline__ float ratio_error_sat(const float v[kElems], const fl
     float p[kWords];
 #pragma unroll
     for (int e = 0; e < kElems; e++) {
-        float t = fma_sat(v[e], y, kC);
+        float t = rad_fma_sat(v[e], y, kC);
         if (R >= 4) t = fmaxf(t, kC - 8.0f * 0x1p-24f);
         const float d = rad_fma_rn(rad_sub_rn(t, kC), big_sf, -v[e]);
         if (WEIGHTED) {
@@ -243,7 +218,7 @@ __device__ __forceinline__ void exact_codes_sat(const float v[kElems], float sf,
     const float y = rad_div_rn(1.0f, sf);
 #pragma unroll
     for (int e = 0; e < kElems; e++)
-        t[e] = fmaxf(fma_sat(exact_quotient(v[e], sf, y), -0x1p-24f, kC), kC - 7.0f * 0x1p-24f);
+        t[e] = fmaxf(rad_fma_sat(exact_quotient(v[e], sf, y), -0x1p-24f, kC), kC - 7.0f * 0x1p-24f);
 }
 
 /*
@@ -264,7 +239,7 @@ __device__ __forceinline__ void bracket_codes(const float v[kElems], float sf, f
     const float y_hi = rad_mul_rn(y, 1.0f + 0x1p-20f), y_lo = rad_mul_rn(y, 1.0f - 0x1p-20f);
 #pragma unroll
     for (int e = 0; e < kElems; e++) {
-        const float t1 = fma_sat(v[e], -y_hi, kC), t2 = fma_sat(v[e], -y_lo, kC);
+        const float t1 = rad_fma_sat(v[e], -y_hi, kC), t2 = rad_fma_sat(v[e], -y_lo, kC);
         s[e] = fmaxf(rad_add_rn(t1, t2), 2.0f - 15.0f * 0x1p-23f);
     }
 }
@@ -439,7 +414,7 @@ __device__ __forceinline__ void quantize_words(Raw<DTYPE> &raw, const void *w, i
     /* warp-uniform, for the shuffles: a warp with a group of amax >= 2^100 (or not finite: the row
      * is refused) or, for bf16 mse, a tiny weight takes ratio_error and exact_codes_sat */
     bool sat = false;
-    if (kSat) sat = !warp_any(tiny || !(amax < 0x1p100f));
+    if (kSat) sat = !rad_wave_any(tiny || !(amax < 0x1p100f));
 #pragma unroll
     for (int wi = 0; wi < kWords; wi++) load_word_raw<DTYPE, VEC>(w, next_word + wi * kLanesPerGroup, raw.u[wi]);
     if (CLIP != RADIANCE_CLIP_RTN) {
@@ -481,15 +456,10 @@ __device__ __forceinline__ void quantize_words(Raw<DTYPE> &raw, const void *w, i
  * (saturating and ratio_error, both in the kernel: 64-160 bytes of scratch in the bf16/fp16 kernels);
  * two leave them room. On NVIDIA (sm_90a, nvcc 13.0) mse fits five blocks: 96 registers, no spills,
  * and the same instructions as at 128 (ptxas takes 128 when four blocks allow it). */
-#if defined(RAD_HIP)
-constexpr bool kAmd = true;
-#else
-constexpr bool kAmd = false;
-#endif
 constexpr int min_blocks_per_sm(int dtype, int group, int clip)
 {
     return (dtype == RADIANCE_F32 || group < 64)  ? 1
-           : (kAmd && clip != RADIANCE_CLIP_RTN) ? 2
+           : (rad_amd && clip != RADIANCE_CLIP_RTN) ? 2
            : clip == RADIANCE_CLIP_MSE           ? 5
                                                  : 4;
 }

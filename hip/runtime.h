@@ -1,6 +1,6 @@
 /*
  * runtime.h - host-side runtime helpers of the kernels: the current device's properties, looked
- * up once per device, and the TMA tensor-map encoder. Host code only; runtime.hip defines them
+ * up once per device, the cluster launch, and the TMA tensor-map encoder. Host code only; runtime.hip defines them
  * (beside the backend name, error strings and device selection of radiance_gpu.h).
  */
 #ifndef RADIANCE_RUNTIME_H
@@ -49,6 +49,17 @@ int per_device_cached(void)
     }
     return entry - 1;
 }
+
+/* Launches `kernel` (a __global__ function) on `stream` in clusters of cluster_x blocks along x
+ * (NVIDIA sm_90: RAD_HAS_CLUSTER_LAUNCH), grid x block threads, smem bytes of dynamic shared
+ * memory; args as for a kernel launch by pointer (one void * per parameter, pointing at it).
+ * Returns the launch's error; elsewhere an error without launching. */
+rad_error_t rad_launch_clusters(const void *kernel, unsigned grid, unsigned block, size_t smem, unsigned cluster_x,
+                                rad_stream_t stream, void **args);
+
+/* How many clusters of cluster_x blocks of `kernel`, block threads and smem bytes each, the current
+ * device runs at once; 0 where it cannot say (or has no clusters). */
+int rad_max_active_clusters(const void *kernel, unsigned block, size_t smem, unsigned cluster_x);
 
 /* Describes a row-major [rows, cols] matrix of 2-byte (bf16) or 4-byte (int32) elements at base,
  * read in boxes of box_cols x box_rows, with the 128-byte swizzle that wgmma's shared-memory

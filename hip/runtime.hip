@@ -190,6 +190,55 @@ int rad_func_num_regs(const void *kernel)
     return -1;
 }
 
+#if defined(RAD_HAS_CLUSTER_LAUNCH)
+namespace {
+cudaLaunchConfig_t cluster_config(unsigned grid, unsigned block, size_t smem, unsigned cluster_x, rad_stream_t stream,
+                                  cudaLaunchAttribute *attr)
+{
+    cudaLaunchConfig_t cfg;
+    memset(&cfg, 0, sizeof cfg);
+    attr->id = cudaLaunchAttributeClusterDimension;
+    attr->val.clusterDim.x = cluster_x;
+    attr->val.clusterDim.y = 1;
+    attr->val.clusterDim.z = 1;
+    cfg.gridDim = dim3(grid);
+    cfg.blockDim = dim3(block);
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = stream;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    return cfg;
+}
+} // namespace
+
+rad_error_t rad_launch_clusters(const void *kernel, unsigned grid, unsigned block, size_t smem, unsigned cluster_x,
+                                rad_stream_t stream, void **args)
+{
+    cudaLaunchAttribute attr[1];
+    const cudaLaunchConfig_t cfg = cluster_config(grid, block, smem, cluster_x, stream, attr);
+    return cudaLaunchKernelExC(&cfg, kernel, args);
+}
+
+int rad_max_active_clusters(const void *kernel, unsigned block, size_t smem, unsigned cluster_x)
+{
+    cudaLaunchAttribute attr[1];
+    const cudaLaunchConfig_t cfg = cluster_config(cluster_x, block, smem, cluster_x, NULL, attr);
+    int clusters = 0;
+    if (cudaOccupancyMaxActiveClusters(&clusters, kernel, &cfg) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    return clusters;
+}
+#else
+rad_error_t rad_launch_clusters(const void *, unsigned, unsigned, size_t, unsigned, rad_stream_t, void **)
+{
+    return hipErrorNotSupported;
+}
+
+int rad_max_active_clusters(const void *, unsigned, size_t, unsigned) { return 0; }
+#endif
+
 #if defined(RAD_HAS_TMA_ENCODE)
 int rad_tma_encode_2d(rad_tma_desc_t *desc, const void *base, int elem_bytes, uint64_t rows, uint64_t cols,
                       uint32_t box_rows, uint32_t box_cols, int swizzle128)

@@ -87,9 +87,9 @@ __device__ __forceinline__ void wg_rescale(float (&acc)[NA], float (&sc)[2], flo
 #pragma unroll
     for (int r = 0; r < NA; r++) {
         acc[r] *= (r & 2) ? ratio[1] : ratio[0];
-        /* keeps the multiply ahead of wgmma.fence (volatile asm is not reordered): after it,
-         * ptxas would wait for every wgmma in flight before this tile's */
-        asm volatile("" : "+f"(acc[r]));
+        /* the multiply ahead of wgmma.fence: after it, ptxas would wait for every wgmma in
+         * flight before this tile's */
+        rad_order_before(acc[r]);
     }
 }
 #endif

@@ -5,8 +5,8 @@
  *   rad_wmma<12>  RDNA4 (gfx1200, gfx1201): v_wmma_f32_16x16x16_bf16, A and B 8 bf16 per lane
  *   rad_wmma<11>  RDNA3 (gfx11):            v_wmma_f32_16x16x16_bf16, A and B 16 bf16 per lane
  *
- * Part of the portability header: compat.h includes it at its end, because it is the one place
- * besides compat.h where the vendor matters. On gfx12 / gfx11 each call is the compiler builtin; on
+ * Which of the three the current pass has, compat.h says (RAD_WMMA*_BUILTIN, RAD_WMMA_EMULATED);
+ * only apply_wmma.hip includes this file. On gfx12 / gfx11 each call is the compiler builtin; on
  * NVIDIA it is an exact emulation of the same layout (warp shuffles and fp32 FMAs, k ascending),
  * so that the WMMA apply kernel (apply_wmma.hip) runs unchanged on an NVIDIA GPU in the tests and
  * tests/test_gpu_wmma.py checks this layout element by element against a plain matrix product.
@@ -42,17 +42,7 @@
 
 #include "compat.h"
 
-#if defined(RAD_HIP) && (defined(__gfx1200__) || defined(__gfx1201__))
-#define RAD_WMMA12_BUILTIN 1
-#endif
-#if defined(RAD_HIP) && (defined(__gfx1100__) || defined(__gfx1101__) || defined(__gfx1102__) || \
-                         defined(__gfx1103__) || defined(__gfx1150__) || defined(__gfx1151__) ||   \
-                         defined(__gfx1152__) || defined(__gfx1153__))
-#define RAD_WMMA11_BUILTIN 1
-#endif
-#if defined(RAD_CUDA)
-#define RAD_WMMA_EMULATED 1
-#endif
+/* RAD_WMMA12_BUILTIN, RAD_WMMA11_BUILTIN, RAD_WMMA_EMULATED: compat.h */
 
 /* 16 fp32 accumulator lanes' worth: register v of this lane (row per the table above). */
 struct rad_wmma_acc {

@@ -10,6 +10,7 @@
 
 #include "apply_paths.h"
 #include "apply_plan.h"
+#include "dispatch.h"
 #include "radiance/radiance_gpu.h"
 #include "runtime.h"
 
@@ -57,8 +58,9 @@ int variant_plan(const ApplyArgs &a, const Variant &v, ApplyPlan *p)
         *p = make_plan(a, test_refuse_flags());
         return 0;
     }
+    LiveFacts f(a);
     if (v.kind == kVarVector) {
-        p->path = ApplyPath::kVector;
+        plan_vector(call_of(a), f, p);
         return 0;
     }
     if (per_device_cached<rad_device_sm>() < 80) return RADIANCE_GPU_ENOFIT;
@@ -81,7 +83,7 @@ int variant_plan(const ApplyArgs &a, const Variant &v, ApplyPlan *p)
         p->x_mode = v.p1;
         ok = big_groups;
         break;
-    case kVarStreamXs: ok = big_groups && plan_stream_shared_x(a, 1, 4, v.p0, v.p1 != 0, p); break;
+    case kVarStreamXs: ok = big_groups && plan_stream_shared_x(call_of(a), f, 1, 4, v.p0, v.p1 != 0, p); break;
     case kVarStreamWhole:
         p->path = ApplyPath::kStream;
         p->row_tiles = p->token_tiles = 1;
@@ -90,11 +92,14 @@ int variant_plan(const ApplyArgs &a, const Variant &v, ApplyPlan *p)
         ok = big_groups && a.k % 512 == 0;
         break;
     case kVarSplitK:
-        ok = big_groups && plan_stream_split_k(a, 8, p);
+        ok = big_groups && plan_stream_split_k(call_of(a), f, 8, p);
         if (ok && v.p0 > 0 && p->blocks > v.p0) p->blocks = v.p0;
         break;
     case kVarWgmma: ok = variant_wgmma(a, v.p0, v.p1, v.p2, p); break;
-    case kVarWs: ok = big_groups && wgmma_built() && plan_wgmma_ws(a, {v.p0, v.p1, v.p2, v.p3 != 0}, 0, p); break;
+    case kVarWs:
+        ok = big_groups && wgmma_built() && plan_wgmma_ws(f, WsTile{v.p0, v.p1, v.p2, v.p3 != 0}, 0, p);
+        if (ok) *p = plan_of(*p, f);
+        break;
     default: return RADIANCE_GPU_EINVAL;
     }
     return ok ? 0 : RADIANCE_GPU_ENOFIT;

@@ -3,8 +3,9 @@
 
 The build is the benchmark build: hip/*.hip and apply_variants.hip with RADIANCE_KERNEL_VARIANTS,
 so that it holds every kernel variant (radiance_gpu_apply_variant; the list: variants.def, read into
-VARIANTS below), the measured alternatives that the library's planner never picks included. One file for the harness's modes because they share the
-binding, the references and the heads (about 700 lines).
+VARIANTS below), the measured alternatives that the library's planner never picks included. One
+file for the harness's modes because they share the binding, the references and the heads (about
+800 lines).
 
     python benchmarks/harness/gpu_kernels.py build  [--lib PATH] [--log PATH]  # nvcc hip/*.hip -> .so
     python benchmarks/harness/gpu_kernels.py check  [--lib PATH] [--big] [--only-quantize]  # exit 1 on any mismatch

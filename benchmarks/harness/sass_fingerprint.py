@@ -116,8 +116,8 @@ def record(out, archs, sources):
                 per_file[arch] = {name: {"count": len(ins), "sha256": hashlib.sha256("\n".join(ins).encode()).hexdigest()}
                                   for name, ins in kernels.items()}
             result[source] = per_file
-    with open(out, "w") as fh:
-        json.dump(result, fh, indent=1, sort_keys=True)
+            with open(out, "w") as fh:  # after every file: a long run stopped early keeps what it did
+                json.dump(result, fh, indent=1, sort_keys=True)
     print(f"wrote {out}: {sum(len(k) for f in result.values() for k in f.values())} kernels")
 
 

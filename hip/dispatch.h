@@ -1,0 +1,366 @@
+/*
+ * dispatch.h - which kernel apply runs for a call: the planner's whole decision (make_plan in
+ * apply.hip calls decide below and does nothing else but encode the tensor maps it asks for), the
+ * kernel paths, and the shapes the plan and the kernels agree on.
+ *
+ * Plain C++17 with no vendor header, so that a host program built by any C++ compiler runs the
+ * same decision: tests/test_dispatch_doc.py compiles tests/dispatch_table.cpp against this file
+ * and checks that docs/DISPATCH.md shows exactly the table it prints. The device is asked through
+ * a Facts object (the library's asks the GPU and the driver, lazily and in the order below, at the
+ * points where the old planner did; the table's is a fixed description of a GPU):
+ *
+ *   int sm()                         compute capability x 10 (NVIDIA), 0 on AMD
+ *   int wmma_arch()                  the device's WMMA layout: 12 (gfx12), 11 (gfx11), 0
+ *   bool wmma_usable(arch, corrupt)  RADIANCE_AMD_WMMA and the self-check on first use
+ *   bool wgmma_built()               this build holds the sm_90a kernels and the GPU is an sm_90
+ *   int64_t smem_optin()             opt-in shared memory per block, bytes
+ *   int64_t sm_count()               multiprocessors
+ *   bool cluster_launch()            the build has thread-block clusters (NVIDIA)
+ *   int64_t split_k_clusters()       split-k cluster pairs the device runs at once
+ *   bool ws_maps(tokens, rows)       the warp-specialized kernel's two tensor maps were granted
+ *   bool pipe_x_map(tokens)          the pipe kernel's activation map was granted
+ *   bool pipe_w_map()                its weight map was granted (asked only after the first)
+ *
+ * The measurements behind each threshold are in docs/PERF_LOG.md (history); docs/DISPATCH.md is
+ * the table of what runs when.
+ */
+#ifndef RADIANCE_DISPATCH_H
+#define RADIANCE_DISPATCH_H
+
+#include <stdint.h>
+
+#include "radiance/radiance_gpu.h" /* RADIANCE_GPU_TEST_* */
+
+namespace radiance {
+
+enum class ApplyPath {
+    kVector, /* fp32 FMAs, tiles of 1-8 tokens in LDS (AMD, NVIDIA before sm_80): apply_vector.hip */
+    kMma,    /* mma.sync, register pipeline, a warp per 16 rows (few tokens, G < 128): apply_mma.hip */
+    kTile,   /* mma.sync, activations shared by 8 warps through shared memory: apply_mma.hip */
+    kStream, /* mma.sync, weights through a per-warp cp.async ring (few tokens, G >= 128): apply_stream.hip */
+    kWgmma,  /* sm_90a warpgroup MMA fed by TMA, 7-32 tokens and the fallbacks (G >= 128): apply_wgmma_pipe.hip */
+    kWgmmaWs, /* sm_90a warp-specialized wgmma, more than 32 tokens (G >= 128): apply_wgmma_ws.hip */
+    kStreamSharedX, /* kStream with the activations in shared memory, one block per SM: apply_stream.hip */
+    kWmma,   /* AMD RDNA3/RDNA4 WMMA through the rad_wmma layer (wmma.h): apply_wmma.hip */
+};
+
+/* kStream: how a warp reads the activations of its tokens. From global memory (through L1), lanes
+ * of tokens past m loading token m - 1 (kXClamp: the addresses of a lane of the last token, so no
+ * extra traffic and no per-step test; faster for 1-2 tokens) or loading nothing (kXSkip: faster
+ * for 3-6 tokens, H200); or from shared memory (kXShared, kStreamSharedX), where the block has put
+ * them in the order the lanes read them. */
+enum StreamX { kXClamp = 0, kXSkip = 1, kXShared = 2 };
+
+/* kWgmma: how a step's weights and activations reach shared memory. */
+enum WgmmaCopy {
+    kCopyAsync = 0, /* both by 16-byte cp.async, a block barrier per step */
+    kCopyTmaX = 1,  /* activations by TMA (needs xmap), weights by cp.async */
+    kCopyTma = 2,   /* both by TMA (needs xmap and wmap), mbarrier ring, no block barrier */
+};
+
+/* Shapes the plan and the kernels agree on. */
+constexpr int kStepWords = 16;  /* one k step of the mma kernels: 16 packed words = 128 columns */
+constexpr int kWgmmaRows = 256; /* rows per block of the wgmma pipe kernel */
+constexpr int kStreamXsMaxWarps = 16; /* apply_stream_xs_kernel, apply_stream_split_k_kernel: one block per SM */
+constexpr int kStreamXsRingSlots = 2; /* ring slots per warp of those two kernels */
+/* one ring slot of a stream warp: a super-step (SS steps of 64 bytes) of its 16 ROW_TILES rows */
+constexpr int64_t stream_slot_bytes(int row_tiles, int super_steps) { return 16 * row_tiles * 64 * super_steps; }
+constexpr int kSplitKTokenTiles = 2;
+constexpr int kSplitKSlot = 32 * kSplitKTokenTiles * 4 * 4; /* per warp: a lane's fp32 sums, 2 tiles x 4 */
+constexpr int kSplitKBars = 2 * 8;                          /* per warp: full and empty mbarriers */
+constexpr int kVectorChunkFloats = 36;   /* LDS floats per 32-column chunk of the vector kernel (4 of pad) */
+constexpr int kVectorStageFloats = 8192; /* tokens x columns of a vector stage where all of k does not fit */
+constexpr int kVectorMaxTokens = 8;
+
+/* Shared-activation stream kernel (kStreamSharedX): from this many tokens, where one warp load of
+ * the activations from global memory touches more than 8 L1 lines (2 per token: a lane reads 16
+ * bytes at column 32 t + 8 i of its token, so the 4 lanes of a token span 256 bytes), while the
+ * block's shared copy costs at most 4 wavefronts a load. At 4 tokens (8 lines) the two kernels
+ * tie, at 8 (16 lines) the shared copy wins: H200, 248320 x 5120, docs/PERF_LOG.md run 26. */
+constexpr int kSharedXMinTokens = 5;
+/* Warps per block of kStreamSharedX, at least: 16 (one 4-step super-step each in flight) keep as
+ * many weight bytes in flight per SM as the stream kernel's 4 blocks of 4 warps, the configuration
+ * measured in run 26; where the activations leave room for fewer rings, the stream kernel. */
+constexpr int kSharedXMinWarps = 16;
+/* The wgmma kernel for 7-8 tokens wants enough 128-column steps per row to keep its 6-stage TMA
+ * ring full past the fill: at 5 steps (262144 x 640, H200) it took 59.5 against the stream
+ * kernel's 47.6 us (round three, run 6); from 16 steps (k >= 2048) it led. */
+constexpr int64_t kWgmma8MinSteps = 16;
+/* Tokens from which the WMMA path beats the vector kernel (the budget: apply_wmma.hip's header). */
+constexpr int64_t kWmmaMinTokens = 8;
+
+/* The call's shape. */
+struct Call {
+    int64_t m, n, k;
+    int group;
+};
+
+/* The plan without its tensor maps (ApplyPlan, apply_paths.h, adds them). */
+struct Dispatch {
+    ApplyPath path;
+    /* kMma, kTile, kStream: 16-row m-tiles per warp and 8-token n-tiles per warp;
+     * kWmma: 16-token tiles per wave in token_tiles */
+    int row_tiles, token_tiles;
+    /* kWmma: the fragment layout (12: RDNA4, 11: RDNA3) and the test flag that corrupts the result */
+    int wmma_arch;
+    bool wmma_corrupt;
+    int x_mode; /* kStream: StreamX */
+    /* kStream: k % 512 == 0; kStreamSharedX with k_parts 2: k % 1024 == 0 (whole super-steps in
+     * each half). Either way the kernel that tests no step against k inside its 4-step super-steps */
+    bool whole_super;
+    /* kVector: tokens per tile (1, 2, 4, 8) in `tokens`; the activations staged in chunks of
+     * stage_cols columns (vector_staged) or all of k resident in LDS (stage_cols = k), smem bytes
+     * of it: plan_vector */
+    bool vector_staged;
+    int stage_cols;
+    /* kWgmma: tokens per block (8 .. 128), WgmmaCopy, 64-row halves per warpgroup (1: four
+     * warpgroups; 2: two, ping-pong), running scale (128 tokens) */
+    int tokens, copy, halves;
+    bool running_scale;
+    /* kWgmmaWs: a producer warpgroup and consumer_wgs consumer warpgroups of 64 rows, a_sets
+     * A-fragment sets (2: the next step's built while the current one's wgmmas run), 64-256 tokens
+     * (in `tokens`) in steps of 32, both tensor maps (the weights' boxes 64 consumer_wgs rows);
+     * `blocks` > 0: persistent, one block per SM looping over tiles */
+    int consumer_wgs, a_sets;
+    /* kStreamSharedX: steps per ring slot, warps per block, blocks (at most one per SM), dynamic
+     * shared memory bytes (the rings and the activations), all from plan_stream_shared_x; smem
+     * also kVector's */
+    int super_step, warps, blocks, smem;
+    /* kStreamSharedX: 2 where k is split over a cluster pair of blocks (plan_stream_split_k), else 0 */
+    int k_parts;
+};
+
+/* kVector: the smallest tile of tokens that holds m (1, 2, 4 or 8: the FMAs of tokens past m are
+ * wasted work), all of k resident in LDS where it fits in the device's opt-in shared memory, else
+ * staged in chunks of kVectorStageFloats / tokens columns. */
+template <class Facts>
+void plan_vector(const Call &c, Facts &f, Dispatch *p)
+{
+    const int tokens = c.m == 1 ? 1 : c.m == 2 ? 2 : c.m <= 4 ? 4 : kVectorMaxTokens;
+    p->path = ApplyPath::kVector;
+    p->tokens = tokens;
+    const int64_t resident_bytes = (int64_t)tokens * (c.k / 32) * kVectorChunkFloats * (int64_t)sizeof(float);
+    p->vector_staged = resident_bytes > f.smem_optin();
+    if (!p->vector_staged) {
+        p->stage_cols = (int)c.k;
+        p->smem = (int)resident_bytes;
+    } else {
+        p->stage_cols = c.k < kVectorStageFloats / tokens ? (int)c.k : kVectorStageFloats / tokens;
+        p->smem = (int)((int64_t)tokens * (p->stage_cols / 32) * kVectorChunkFloats * (int64_t)sizeof(float));
+    }
+}
+
+/* kStreamSharedX for 8 token_tiles tokens at most (m <= 8 token_tiles), super_step steps per ring
+ * slot: fills p and returns true where the activations (16 k bytes per 8 tokens) fit in the
+ * device's opt-in shared memory per block beside the rings of at least min_warps warps; false
+ * (p untouched) where they do not, or for a group the kernel lacks. balance: warps per block chosen
+ * so that the 16-row units of the head split evenly over the grid (else as many as fit, to 16). */
+template <class Facts>
+bool plan_stream_shared_x(const Call &c, Facts &f, int token_tiles, int super_step, int min_warps, bool balance,
+                          Dispatch *p)
+{
+    if (c.m > 8 * token_tiles || (c.group != 128 && c.group != 256)) return false;
+    const int64_t ring = (int64_t)kStreamXsRingSlots * stream_slot_bytes(1, super_step); /* per warp */
+    const int64_t xbytes = (int64_t)token_tiles * 16 * c.k;
+    const int64_t optin = f.smem_optin();
+    const int64_t sms = f.sm_count();
+    if (sms <= 0 || xbytes >= optin) return false;
+    int64_t fit = (optin - xbytes) / ring;
+    if (fit > kStreamXsMaxWarps) fit = kStreamXsMaxWarps;
+    if (fit < min_warps || fit < 1) return false;
+    const int64_t units = (c.n + 15) / 16;
+    auto blocks_for = [&](int64_t w) { return (units + w - 1) / w < sms ? (units + w - 1) / w : sms; };
+    int64_t warps = fit;
+    if (balance) {
+        /* the fewest warp-slots (rounds x warps in the grid) over the units; ties: more warps */
+        int64_t best = -1;
+        for (int64_t w = fit; w >= min_warps && w >= 1; w--) {
+            const int64_t grid = blocks_for(w) * w, slots = (units + grid - 1) / grid * grid;
+            if (best < 0 || slots < best) best = slots, warps = w;
+        }
+    }
+    p->path = ApplyPath::kStreamSharedX;
+    p->row_tiles = 1;
+    p->token_tiles = token_tiles;
+    p->super_step = super_step;
+    p->x_mode = kXShared;
+    p->warps = (int)warps;
+    p->blocks = (int)blocks_for(warps);
+    p->smem = (int)(warps * ring + xbytes);
+    return true;
+}
+
+/* kStreamSharedX for 9-16 tokens (m <= 16) with k split over a cluster of two blocks, one per SM
+ * (apply_stream.hip, apply_stream_split_k_kernel): fills p and returns true where the GPU has
+ * clusters (sm_90), k % (2 group) == 0 (whole steps and groups per half), and all 16 tokens'
+ * activations over half of k (16 k bytes) fit in the opt-in shared memory per block beside at least
+ * min_warps warps' rings and exchange slots; false (p untouched) elsewhere, and in builds without
+ * the kernel (HIP). */
+template <class Facts>
+bool plan_stream_split_k(const Call &c, Facts &f, int min_warps, Dispatch *p)
+{
+    if (!f.cluster_launch()) return false;
+    if (c.m > 8 * kSplitKTokenTiles || (c.group != 128 && c.group != 256) || c.k % (2 * c.group) != 0) return false;
+    if (f.sm() < 90) return false; /* clusters */
+    const int64_t per_warp = (int64_t)kStreamXsRingSlots * stream_slot_bytes(1, 4) + kSplitKSlot + kSplitKBars;
+    const int64_t xbytes = (int64_t)kSplitKTokenTiles * 16 * (c.k / 2); /* 16 tokens x k / 2 bf16 */
+    const int64_t optin = f.smem_optin();
+    if (xbytes >= optin) return false;
+    int64_t warps = (optin - xbytes) / per_warp;
+    if (warps > kStreamXsMaxWarps) warps = kStreamXsMaxWarps;
+    if (warps < min_warps || warps < 1) return false;
+    const int64_t max_clusters = f.split_k_clusters();
+    if (max_clusters < 1) return false;
+    const int64_t units = (c.n + 15) / 16;
+    int64_t clusters = (units + warps - 1) / warps;
+    if (clusters > max_clusters) clusters = max_clusters;
+    p->path = ApplyPath::kStreamSharedX;
+    p->row_tiles = 1;
+    p->token_tiles = kSplitKTokenTiles;
+    p->super_step = 4;
+    p->x_mode = kXShared;
+    p->k_parts = 2;
+    /* whole super-steps in each half (k % 1024 == 0, as on the heads this is for): no step tested */
+    p->whole_super = c.k % (2 * 128 * 4) == 0;
+    p->warps = (int)warps;
+    p->blocks = (int)(2 * clusters);
+    p->smem = (int)(warps * per_warp + xbytes);
+    return true;
+}
+
+/* The wgmma pipe kernel for `tokens` tokens per block with the tensor maps it needs. Where the
+ * driver refuses one: from 32 tokens the kernel with fewer TMA copies; below that false (four
+ * warpgroups copy by TMA only, and the cp.async activation layout covers 16 tokens). */
+template <class Facts>
+bool plan_wgmma(Facts &f, int tokens, int refuse, Dispatch *p)
+{
+    p->path = ApplyPath::kWgmma;
+    p->tokens = tokens;
+    p->running_scale = tokens == 128;
+    p->halves = tokens <= 32 ? 1 : 2;
+    p->copy = kCopyTma;
+    const bool x_ok = !(refuse & RADIANCE_GPU_TEST_REFUSE_XMAP) && f.pipe_x_map(tokens);
+    const bool w_ok = x_ok && !(refuse & RADIANCE_GPU_TEST_REFUSE_WMAP) && f.pipe_w_map();
+    if (x_ok && w_ok) return true;
+    if (tokens < 32) return false;
+    p->halves = 2;
+    p->copy = x_ok ? kCopyTmaX : kCopyAsync;
+    return true;
+}
+
+/* A tile of the warp-specialized wgmma kernel (apply_wgmma_ws.hip): tokens (64 to 256 in steps of
+ * 32), consumer warpgroups of 64 rows, A-fragment sets, persistent blocks or one per tile. */
+struct WsTile {
+    int tokens, consumer_wgs, a_sets;
+    bool persistent;
+};
+
+/* The library's tile for m > 32 tokens: the smallest token count in 32s that holds m (256 beyond,
+ * in chunks), with the consumer warpgroups (3 where their accumulators fit in 160 registers, up
+ * to 160 tokens), A-fragment sets and persistence that timed best for that count on the H200
+ * (248320 x 5120, docs/PERF_LOG.md seventh round, run 35; differences of 1-4 % between the
+ * persistent and per-tile grids are within run-to-run noise there). The library build holds
+ * exactly these tiles (RAD_WS_LIBRARY in apply_wgmma_ws.hip). */
+inline WsTile ws_tile(int64_t m)
+{
+    const int tokens = m >= 256 ? 256 : (int)(m <= 64 ? 64 : (m + 31) / 32 * 32);
+    switch (tokens) {
+    case 64: return {64, 3, 2, true};    /* 378.5 us */
+    case 96: return {96, 2, 2, true};    /* 546.3 */
+    case 128: return {128, 3, 1, true};  /* 624.3 */
+    case 160: return {160, 3, 1, false}; /* 728.8 */
+    case 192: return {192, 2, 1, true};  /* 939.4 */
+    case 224: return {224, 2, 1, false}; /* 1037.2 */
+    default: return {256, 2, 2, false};  /* 1098.4 */
+    }
+}
+
+/* The warp-specialized kernel with tile `w`, where both its tensor maps are granted (else false,
+ * p untouched: the caller then takes plan_wgmma, whose fallbacks copy without TMA). */
+template <class Facts>
+bool plan_wgmma_ws(Facts &f, WsTile w, int refuse, Dispatch *p)
+{
+    if ((refuse & (RADIANCE_GPU_TEST_REFUSE_XMAP | RADIANCE_GPU_TEST_REFUSE_WMAP)) ||
+        !f.ws_maps(w.tokens, 64 * w.consumer_wgs))
+        return false;
+    p->path = ApplyPath::kWgmmaWs;
+    p->tokens = w.tokens;
+    p->consumer_wgs = w.consumer_wgs;
+    p->a_sets = w.a_sets;
+    p->blocks = w.persistent ? 1 : 0;
+    return true;
+}
+
+/* The WMMA plan where it applies: the device's layout (or the test flags' on any GPU), m large
+ * enough (any m under the test flags) and the self-check passed or skipped. */
+template <class Facts>
+bool plan_wmma(const Call &c, Facts &f, int refuse, Dispatch *p)
+{
+    const int forced = refuse & RADIANCE_GPU_TEST_FORCE_WMMA12   ? 12
+                       : refuse & RADIANCE_GPU_TEST_FORCE_WMMA11 ? 11
+                                                                 : 0;
+    const int arch = forced ? forced : f.wmma_arch();
+    if (arch == 0 || (!forced && c.m < kWmmaMinTokens)) return false;
+    const bool corrupt = (refuse & RADIANCE_GPU_TEST_CORRUPT_WMMA) != 0;
+    if (!f.wmma_usable(arch, corrupt)) return false;
+    p->path = ApplyPath::kWmma;
+    p->wmma_arch = arch;
+    p->wmma_corrupt = corrupt;
+    p->token_tiles = c.m <= 16 ? 1 : c.m <= 32 ? 2 : 4;
+    return true;
+}
+
+/* The automatic choice for a call under the test flags `refuse` (RADIANCE_GPU_TEST_*, 0 outside
+ * the tests). */
+template <class Facts>
+Dispatch decide(const Call &c, Facts &f, int refuse)
+{
+    Dispatch p = {};
+    if (plan_wmma(c, f, refuse, &p)) return p;
+    const bool has_mma = !(refuse & RADIANCE_GPU_TEST_NO_MMA) && f.sm() >= 80;
+    if (!has_mma) {
+        plan_vector(c, f, &p);
+        return p;
+    }
+    /* the stream and wgmma kernels take one scale per row and 128-column step */
+    const bool big_groups = c.group >= 128;
+    auto wgmma = [&]() { return big_groups && !(refuse & RADIANCE_GPU_TEST_NO_WGMMA) && f.wgmma_built(); };
+    if (c.m <= 8) {
+        const bool shared_x = (refuse & RADIANCE_GPU_TEST_SHARED_X) ||
+                              (c.m >= kSharedXMinTokens && !(refuse & RADIANCE_GPU_TEST_NO_SHARED_X));
+        if (big_groups && shared_x && plan_stream_shared_x(c, f, 1, 4, kSharedXMinWarps, false, &p)) return p;
+        if (c.m > 6 && c.k / 128 >= kWgmma8MinSteps && wgmma() && plan_wgmma(f, 8, refuse, &p)) return p;
+        p.row_tiles = p.token_tiles = 1;
+        if (!big_groups) {
+            p.path = ApplyPath::kMma;
+            return p;
+        }
+        /* lanes of tokens past m clamp their activation loads (m = 1: 180 against 188 us) or
+         * skip them (m = 4: 200 against 204): H200, 248320 x 5120, docs/PERF_LOG.md item 24 */
+        p.path = ApplyPath::kStream;
+        p.x_mode = c.m <= 2 || c.m > 6 ? kXClamp : kXSkip;
+        /* 1-2 tokens, whole 4-step super-steps: no step tested against k (m = 1: 172.8 against
+         * 182.1 us, H200, docs/PERF_LOG.md seventh round) */
+        p.whole_super = c.m <= 2 && c.k % 512 == 0;
+        return p;
+    }
+    /* 9-16 tokens: k split over a cluster pair of blocks, all 16 tokens' activations of each half in
+     * shared memory beside 16 warps' rings, where that fits (k <= 5296 on an H200): 241.6 / 249.7
+     * against the wgmma kernel's 248.7 / 266.1 us at 12 / 16 tokens (docs/PERF_LOG.md seventh round) */
+    if (c.m <= 16 && big_groups && !(refuse & RADIANCE_GPU_TEST_NO_SHARED_X) &&
+        plan_stream_split_k(c, f, kSharedXMinWarps, &p))
+        return p;
+    /* more than 32 tokens: the warp-specialized kernel with the smallest wgmma n that holds m (256
+     * beyond), where both tensor maps are granted (seventh round, docs/PERF_LOG.md) */
+    if (c.m > 32 && wgmma() && plan_wgmma_ws(f, ws_tile(c.m), refuse, &p)) return p;
+    const int tokens = c.m <= 16 ? 16 : c.m <= 32 ? 32 : c.m <= 64 ? 64 : 128;
+    if (wgmma() && plan_wgmma(f, tokens, refuse, &p)) return p;
+    p.path = ApplyPath::kTile;
+    p.row_tiles = 2;
+    p.token_tiles = (tokens < 64 ? tokens : 64) / 8;
+    return p;
+}
+
+} // namespace radiance
+
+#endif /* RADIANCE_DISPATCH_H */
