@@ -102,7 +102,9 @@ apply_wmma_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const in
             for (int t = 0; t < TT; t++)
 #pragma unroll
                 for (int v = 0; v < 8; v++) acc[t].v[v] = 0.0f;
-#pragma unroll
+            /* two chunks at most unrolled: fully unrolled, clang-19 hoisted all four chunks' loads of
+             * G = 256 at 4 tiles (gfx1201: 256 VGPRs and 800 bytes of scratch per lane) */
+#pragma unroll 2
             for (int c = 0; c < CHUNKS; c++) {
                 const int64_t w0 = g * (GROUP / 8) + c * CW;
                 if constexpr (ARCH == 12) {
