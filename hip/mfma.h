@@ -95,13 +95,9 @@ struct rad_mfma {
 #if defined(RAD_MFMA_BUILTIN)
         typedef short v4s __attribute__((ext_vector_type(4)));
         typedef float v4f __attribute__((ext_vector_type(4)));
-        v4s va, vb;
-        v4f vc;
-        __builtin_memcpy(&va, a.v, 8);
-        __builtin_memcpy(&vb, b.v, 8);
-        __builtin_memcpy(&vc, d.v, 16);
-        vc = __builtin_amdgcn_mfma_f32_16x16x16bf16_1k(va, vb, vc, 0, 0, 0);
-        __builtin_memcpy(d.v, &vc, 16);
+        d = __builtin_bit_cast(rad_mfma_acc, __builtin_amdgcn_mfma_f32_16x16x16bf16_1k(
+                                                 __builtin_bit_cast(v4s, a), __builtin_bit_cast(v4s, b),
+                                                 __builtin_bit_cast(v4f, d), 0, 0, 0));
 #elif defined(RAD_MFMA_EMULATED)
         /* a 64-lane wave = two warps; fragments go through shared memory, one slot per wave */
         __shared__ uint32_t frag_a[RAD_MFMA_MAX_WAVES][64][2], frag_b[RAD_MFMA_MAX_WAVES][64][2];

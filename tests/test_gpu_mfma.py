@@ -15,20 +15,26 @@ import os
 import numpy as np
 import pytest
 
-import radiance
-from test_gpu_wmma import DEV, EINVAL, apply_excess, bf16_words, problem
+from test_gpu_wmma import (
+    EINVAL,
+    Flags,
+    apply_excess,
+    bf16_words,
+    problem,
+    self_check_falls_back,
+    self_check_waits_outside_graph_capture,
+)
 
-torch = pytest.importorskip("torch")
+pytest.importorskip("torch")
 
 pytestmark = pytest.mark.gpu
-FORCE_MFMA, CORRUPT_MFMA = 512, 1024  # hip/radiance_gpu.h
+FORCE_MFMA, CORRUPT_MFMA = 512, 1024  # csrc/include/radiance/radiance_gpu.h
 
 
 def lib():
     from radiance import _C
 
     so = ctypes.CDLL(_C.__file__)
-    so.radiance_gpu_test_refuse.argtypes, so.radiance_gpu_test_refuse.restype = [ctypes.c_int], ctypes.c_int
     u32p, f32p = ctypes.POINTER(ctypes.c_uint32), ctypes.POINTER(ctypes.c_float)
     so.radiance_gpu_test_mfma.argtypes = [u32p, u32p, f32p, f32p]
     so.radiance_gpu_test_mfma.restype = ctypes.c_int
@@ -142,19 +148,6 @@ def test_mfma_layer_takes_k_8_to_15_from_lanes_32_to_63():
     assert (gather(d) == want).all()
 
 
-class Flags:
-    """radiance_gpu_test_refuse(flags) for the block (setting it forgets the self-check results)."""
-
-    def __init__(self, flags):
-        self.flags, self.hook = flags, lib().radiance_gpu_test_refuse
-
-    def __enter__(self):
-        assert self.hook(self.flags) == 0, "the test hook was left set"
-
-    def __exit__(self, *exc):
-        assert self.hook(0) == self.flags
-
-
 # token counts of every tiling the planner gives the MFMA path (16, 32, 64, 128 tokens per wave:
 # hip/apply.hip, plan_mfma) and past them (several chunks of 128), with group sizes and k that
 # are not powers of two, n odd (row tiles cut short)
@@ -175,54 +168,22 @@ def test_mfma_kernel_matches_float64(m, k, group_size, monkeypatch):
 
 def test_mfma_self_check_catches_a_wrong_kernel_and_falls_back(monkeypatch, capfd):
     require_layer()
+    self_check_falls_back(FORCE_MFMA, CORRUPT_MFMA, "RADIANCE_AMD_MFMA", "MFMA kernel (CDNA layout)", monkeypatch, capfd)
+
+
+def test_mfma_switch_is_its_own(monkeypatch, capfd):
+    # RADIANCE_AMD_WMMA=0 leaves the MFMA path on, and a wrong MFMA kernel is still caught
+    require_layer()
+    monkeypatch.setenv("RADIANCE_AMD_WMMA", "0")
+    monkeypatch.delenv("RADIANCE_AMD_MFMA", raising=False)
     seed = int.from_bytes(os.urandom(4), "little")
     prob = problem(np.random.default_rng(seed), 24, 1024, 128)
     capfd.readouterr()
-    # the wrong kernel is really wrong: RADIANCE_AMD_MFMA=1 skips the check and runs it
-    monkeypatch.setenv("RADIANCE_AMD_MFMA", "1")
-    with Flags(FORCE_MFMA | CORRUPT_MFMA):
-        assert apply_excess(*prob, 128) > 1.0, f"seed {seed}: the corrupted kernel gave right results"
-    assert "warning" not in capfd.readouterr().err
-    # =0: the path is off, the vector kernel (or, on NVIDIA, the usual plan) runs, nothing is checked
-    monkeypatch.setenv("RADIANCE_AMD_MFMA", "0")
     with Flags(FORCE_MFMA | CORRUPT_MFMA):
         assert apply_excess(*prob, 128) <= 1.0, f"seed {seed}"
-    assert "warning" not in capfd.readouterr().err
-    # unset: the first call checks, finds the difference, warns once naming the GPU, falls back
-    monkeypatch.delenv("RADIANCE_AMD_MFMA", raising=False)
-    with Flags(FORCE_MFMA | CORRUPT_MFMA):
-        assert apply_excess(*prob, 128) <= 1.0, f"seed {seed}"
-        err = capfd.readouterr().err
-        assert "radiance: warning: the MFMA kernel" in err and "disagrees" in err, err
-        assert "RADIANCE_AMD_MFMA=1" in err and torch.cuda.get_device_name() in err, err
-        assert apply_excess(*prob, 128) <= 1.0, f"seed {seed}"
-        assert "warning" not in capfd.readouterr().err, "warned twice"
-    # a right kernel passes the check silently, and the WMMA switch does not touch the MFMA path
-    monkeypatch.setenv("RADIANCE_AMD_WMMA", "0")
-    with Flags(FORCE_MFMA):
-        assert apply_excess(*prob, 128) <= 1.0, f"seed {seed}"
-    assert "warning" not in capfd.readouterr().err
+    assert "the MFMA kernel (CDNA layout) disagrees" in capfd.readouterr().err
 
 
 def test_mfma_self_check_waits_outside_graph_capture(monkeypatch, capfd):
     require_layer()
-    monkeypatch.delenv("RADIANCE_AMD_MFMA", raising=False)
-    seed = int.from_bytes(os.urandom(4), "little")
-    args, bias_t, n, ref, bound = problem(np.random.default_rng(seed), 20, 1024, 128)
-    out = torch.full((20, n), float("nan"), dtype=torch.bfloat16, device=DEV)
-    for flags in (0, 1):  # load the kernels that can serve the captured call (1: NO_MMA, vector)
-        with Flags(flags):
-            apply_excess(args, bias_t, n, ref, bound, 128)
-    capfd.readouterr()
-    with Flags(FORCE_MFMA | CORRUPT_MFMA):
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):  # unchecked while capturing: the plan without MFMA
-            radiance.apply(*args, bias_t, 128, out=out)
-        graph.replay()
-        torch.cuda.synchronize()
-        got = out.float().cpu().numpy().astype(np.float64)
-        assert (np.abs(got - ref) / bound).max() <= 1.0, f"seed {seed}"
-        assert "warning" not in capfd.readouterr().err, "checked during capture"
-        # the first call outside capture checks (and catches the wrong kernel)
-        assert apply_excess(args, bias_t, n, ref, bound, 128) <= 1.0
-        assert "disagrees" in capfd.readouterr().err
+    self_check_waits_outside_graph_capture(FORCE_MFMA, CORRUPT_MFMA, "RADIANCE_AMD_MFMA", monkeypatch, capfd)
