@@ -3,6 +3,7 @@
     python3 benchmarks/amd_kernels.py                 # compile hip/*.hip for every shipped target
     python3 benchmarks/amd_kernels.py --check         # the same, exit 1 on scratch or a missing v_mfma_
     python3 benchmarks/amd_kernels.py --asm a.s ...   # read assembly that was already compiled
+    python3 benchmarks/amd_kernels.py --loops         # also the main loop's instructions per kernel
 
 Compiles each library source of hip/ to assembly with Debian's clang-19 (as hip/build_check.sh does:
 device code only, no device libraries) and reads, per kernel, the code-object metadata that clang
@@ -11,8 +12,12 @@ writes at the end of the file (.vgpr_count, .agpr_count, .group_segment_fixed_si
 line of its kernel-info comment (waves per SIMD as the compiler computes it from registers and LDS).
 Nothing here has run on an AMD GPU: these are the compiler's numbers.
 
---check fails (exit 1) where any kernel has scratch or spilled registers (into scratch, or on
-gfx90a/gfx942 into AGPRs: .vgpr_spill_count), or where the gfx942 or
+--loops adds, per kernel, the instructions of its main loop (the innermost loop that holds a 16-byte
+global load, the weights' stream): vector (v_*, MFMAs apart), MFMA and global loads per iteration,
+the counts behind docs/amd.md's instructions per weight.
+
+--check fails (exit 1) where any kernel has scratch or spilled VGPRs (into scratch, or on gfx90a/gfx942
+into AGPRs: .vgpr_spill_count; SGPRs spilled into VGPR lanes are no failure), or where the gfx942 or
 gfx90a code of the MFMA path (apply_mfma.hip) holds no v_mfma_ instruction.
 """
 
@@ -62,12 +67,32 @@ def demangle(names):
         return names
 
 
+def main_loop(body):
+    """(vector, mfma, 16-byte global loads) instructions of the largest loop that holds a 16-byte global
+    load, or None: a loop is a label marked "Loop Header" up to the branch back to it."""
+    best = None
+    for i, line in enumerate(body):
+        head = re.match(r"^(\.LBB\w+):.*Loop Header", line)
+        if not head:
+            continue
+        for j in range(i + 1, len(body)):
+            if re.search(r"s_c?branch\w*\s+" + re.escape(head.group(1)) + r"\s*$", body[j]):
+                ops = [b.split()[0] for b in body[i + 1:j + 1] if b.startswith("\t") and b.split()[0][0] not in ";."]
+                loads = sum(op == "global_load_dwordx4" for op in ops)
+                if loads and (best is None or len(ops) > best[0]):
+                    mfma = sum(op.startswith("v_mfma") for op in ops)
+                    best = (len(ops), sum(op.startswith("v_") for op in ops) - mfma, mfma, loads)
+                break
+    return None if best is None else best[1:]
+
+
 def parse(path):
-    """[{name, vgpr, agpr, lds, scratch, spills, occupancy, mfma}] for every kernel of one .s file."""
+    """[{name, vgpr, agpr, lds, scratch, spills, occupancy, mfma, loop}] for every kernel of one .s file."""
     text = open(path).read()
-    # per function: its body (for v_mfma_) and its kernel-info comment (after the body: architectural
-    # VGPRs and AGPRs apart, where the metadata's .vgpr_count is their sum on gfx90a/gfx942)
-    info, mfma = {}, {}
+    # per function: its body (for v_mfma_ and the main loop) and its kernel-info comment (after the
+    # body: architectural VGPRs and AGPRs apart, where the metadata's .vgpr_count is their sum on
+    # gfx90a/gfx942)
+    info, mfma, loops = {}, {}, {}
     current, body = None, []
     for line in text.splitlines():
         start = re.match(r"^([A-Za-z_.$][\w.$]*):\s*(;.*)?$", line)
@@ -77,6 +102,7 @@ def parse(path):
         size = re.match(r"^\s*\.size\s+([\w.$]+),", line)
         if size and current == size.group(1):
             mfma[current] = any(re.match(r"\s*v_mfma_", b) for b in body)
+            loops[current] = main_loop(body)
             continue
         item = re.match(r"^; (NumVgprs|NumAgprs|Occupancy): (\d+)", line)
         if item and current is not None:
@@ -98,9 +124,11 @@ def parse(path):
             "agpr": comment.get("NumAgprs", int(fields.get("agpr_count", 0))),
             "lds": int(fields.get("group_segment_fixed_size", 0)),
             "scratch": int(fields.get("private_segment_fixed_size", 0)),
-            "spills": int(fields.get("vgpr_spill_count", 0)) + int(fields.get("sgpr_spill_count", 0)),
+            # VGPRs spilled (to scratch, or on gfx90a/gfx942 to AGPRs); SGPR spills go to VGPR lanes
+            "spills": int(fields.get("vgpr_spill_count", 0)),
             "occupancy": comment.get("Occupancy"),
             "mfma": mfma.get(name, False),
+            "loop": loops.get(name),
             "wave": int(fields.get("wavefront_size", 0)),
         })
     return kernels
@@ -110,6 +138,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--check", action="store_true", help="exit 1 on scratch, spills or a missing v_mfma_")
     ap.add_argument("--asm", nargs="*", help="assembly files named SOURCE-TARGET.s instead of compiling")
+    ap.add_argument("--loops", action="store_true", help="the main loop's vector / MFMA / load instructions")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         if args.asm:
@@ -119,7 +148,8 @@ def main():
                 sys.exit(f"amd_kernels: {CLANG} not found (apt-get install clang-19 lld-19 libamdhip64-dev)")
             files = [compile_asm(src, t, tmp) for src in library_sources() for t in TARGETS]
         failures, mfma_seen = [], {t: False for t in MFMA_TARGETS}
-        print(f"{'target':8} {'VGPR':>4} {'AGPR':>4} {'LDS':>6} {'scratch':>7} {'waves/SIMD':>10}  kernel")
+        loop_head = f" {'loop: VALU MFMA ld16':>21}" if args.loops else ""
+        print(f"{'target':8} {'VGPR':>4} {'AGPR':>4} {'LDS':>6} {'scratch':>7} {'waves/SIMD':>10}{loop_head}  kernel")
         for path in files:
             stem = os.path.basename(path)[:-2]
             source, _, target = stem.rpartition("-")
@@ -128,16 +158,22 @@ def main():
                 pretty = pretty.replace("radiance::(anonymous namespace)::", "").replace("(anonymous namespace)::", "")
                 pretty = pretty.split("(")[0]
                 occ = "-" if kern["occupancy"] is None else str(kern["occupancy"])
-                print(f"{target:8} {kern['vgpr']:4} {kern['agpr']:4} {kern['lds']:6} {kern['scratch']:7} {occ:>10}  "
+                loop = ""
+                if args.loops:
+                    loop = " " + (f"{kern['loop'][0]:>10} {kern['loop'][1]:4} {kern['loop'][2]:5}" if kern["loop"]
+                                  else f"{'-':>21}")
+                print(f"{target:8} {kern['vgpr']:4} {kern['agpr']:4} {kern['lds']:6} {kern['scratch']:7} {occ:>10}{loop}  "
                       f"{source}: {pretty}")
                 if kern["scratch"] or kern["spills"]:
-                    failures.append(f"{target} {pretty}: {kern['scratch']} bytes of scratch, {kern['spills']} spills")
+                    failures.append(f"{target} {pretty}: {kern['scratch']} bytes of scratch, {kern['spills']} VGPRs spilled")
                 if source == MFMA_SOURCE and target in mfma_seen and kern["mfma"]:
                     mfma_seen[target] = True
-        if not args.asm or any(os.path.basename(f).startswith(MFMA_SOURCE + "-") for f in files):
-            for target, seen in mfma_seen.items():
-                if target in TARGETS and not seen:
-                    failures.append(f"{target}: no v_mfma_ in any kernel of {MFMA_SOURCE}.hip")
+        # every CDNA target whose MFMA-path assembly was read (compiled: every target of TARGETS)
+        compiled = {os.path.basename(f)[:-2].rpartition("-")[2] for f in files
+                    if os.path.basename(f).startswith(MFMA_SOURCE + "-")}
+        for target, seen in mfma_seen.items():
+            if target in compiled and not seen:
+                failures.append(f"{target}: no v_mfma_ in any kernel of {MFMA_SOURCE}.hip")
     if failures:
         print("\n".join(["", "FAIL:"] + failures), file=sys.stderr)
         if args.check:
