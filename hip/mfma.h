@@ -4,14 +4,16 @@
  * v_mfma_f32_16x16x16_bf16 (gfx942, MI300; named v_mfma_f32_16x16x16bf16_1k on gfx90a, MI200):
  * A and B 4 bf16 per lane (two 32-bit words), C and D 4 fp32 per lane.
  *
- * Beside wmma.h (RDNA's wave32 WMMA), and for the same reason: on gfx942 / gfx90a each call is the
- * compiler builtin __builtin_amdgcn_mfma_f32_16x16x16bf16_1k; on NVIDIA it is an exact emulation of
- * the same layout, so that the MFMA apply kernel (apply_mfma.hip) runs unchanged on an NVIDIA GPU in
- * the tests and tests/test_gpu_mfma.py checks this layout element by element against a plain
- * matrix product. An NVIDIA warp has 32 lanes, so the emulated wave is two warps (threads 64 w ..
- * 64 w + 63 of the block) that trade their fragments through shared memory between two named
- * barriers of those 64 threads. On every other AMD target (RDNA: wave32) the layer is absent:
- * `present` is false, a call traps, and the planner never chooses the MFMA path there.
+ * Beside wmma.h (RDNA's wave32 WMMA), and for the same reason. Which of the two forms the current
+ * pass has, compat.h says (RAD_MFMA_BUILTIN, RAD_MFMA_EMULATED); only apply_mfma.hip includes this
+ * file. On gfx942 / gfx90a each call is the compiler builtin
+ * __builtin_amdgcn_mfma_f32_16x16x16bf16_1k; on NVIDIA it is an exact emulation of the same layout,
+ * so that the MFMA apply kernel (apply_mfma.hip) runs unchanged on an NVIDIA GPU in the tests and
+ * tests/test_gpu_mfma.py checks this layout element by element against a plain matrix product. An
+ * NVIDIA warp has 32 lanes, so the emulated wave is two warps (threads 64 w .. 64 w + 63 of the
+ * block) that trade their fragments through shared memory between two named barriers of those 64
+ * threads (ptx_common.h). On every other AMD target (RDNA: wave32) the layer is absent: `present`
+ * is false, a call traps, and the planner never chooses the MFMA path there.
  *
  * The layout (lane l of 64, g = l / 16 its lane group, c = l % 16; element e of a fragment is the
  * low (e even) or high (e odd) half of 32-bit word e / 2; C/D register v is a float):
@@ -44,12 +46,7 @@
 
 #include "compat.h"
 
-#if defined(RAD_HIP) && (defined(__gfx90a__) || defined(__gfx940__) || defined(__gfx941__) || defined(__gfx942__))
-#define RAD_MFMA_BUILTIN 1
-#endif
-#if defined(RAD_CUDA)
-#define RAD_MFMA_EMULATED 1
-#endif
+/* RAD_MFMA_BUILTIN, RAD_MFMA_EMULATED: compat.h */
 
 /* The emulation's shared memory holds the fragments of this many waves per block (a block of the
  * MFMA path has at most this many waves of 64 lanes). */
@@ -103,12 +100,12 @@ struct rad_mfma {
         __shared__ uint32_t frag_a[RAD_MFMA_MAX_WAVES][64][2], frag_b[RAD_MFMA_MAX_WAVES][64][2];
         const int lane = threadIdx.x & 63, wave = threadIdx.x >> 6;
         /* barrier 1 + wave of the wave's 64 threads: the previous call's reads are done */
-        asm volatile("bar.sync %0, 64;" ::"r"(1 + wave) : "memory");
+        rad_ptx_bar_sync(1 + wave, 64);
         frag_a[wave][lane][0] = a.v[0];
         frag_a[wave][lane][1] = a.v[1];
         frag_b[wave][lane][0] = b.v[0];
         frag_b[wave][lane][1] = b.v[1];
-        asm volatile("bar.sync %0, 64;" ::"r"(1 + wave) : "memory");
+        rad_ptx_bar_sync(1 + wave, 64);
         const int col = lane & 15;
 #pragma unroll
         for (int v = 0; v < 4; v++) {
