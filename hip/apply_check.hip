@@ -13,6 +13,8 @@
 #include <string.h>
 
 #include "apply_paths.h"
+#include "apply_plan.h"
+#include "dispatch.h"
 #include "runtime.h"
 
 namespace radiance {
@@ -80,9 +82,11 @@ int run_check(const ApplyArgs &user, const ApplyPlan &p, PathLauncher launcher)
     const ApplyArgs a = {b.x, kCheckM, kCheckK, b.packed, b.scales, NULL, kCheckN, group, b.out_path, st};
     ApplyArgs av = a;
     av.out = b.out_vector;
+    /* the vector kernel as the planner would set it up for this problem (its tile, LDS staging) */
     ApplyPlan pv;
     memset(&pv, 0, sizeof pv);
-    pv.path = ApplyPath::kVector;
+    LiveFacts facts(a);
+    plan_vector(Call{kCheckM, kCheckN, kCheckK, group}, facts, &pv);
     if (launcher(a, p) != RAD_SUCCESS || launch_vector(av, pv) != RAD_SUCCESS) return -1;
     uint16_t got[kCheckM * kCheckN], want[kCheckM * kCheckN];
     if (rad_memcpy_async(got, b.out_path, sizeof got, RAD_MEMCPY_D2H, st) != RAD_SUCCESS ||
