@@ -4,6 +4,7 @@
     python3 benchmarks/amd_kernels.py --check         # the same, exit 1 on scratch or a missing v_mfma_
     python3 benchmarks/amd_kernels.py --asm a.s ...   # read assembly that was already compiled
     python3 benchmarks/amd_kernels.py --loops         # also the main loop's instructions per kernel
+    python3 benchmarks/amd_kernels.py apply_mfma apply_vector   # only these sources of hip/
 
 Compiles each library source of hip/ to assembly with Debian's clang-19 (as hip/build_check.sh does:
 device code only, no device libraries) and reads, per kernel, the code-object metadata that clang
@@ -139,6 +140,7 @@ def main():
     ap.add_argument("--check", action="store_true", help="exit 1 on scratch, spills or a missing v_mfma_")
     ap.add_argument("--asm", nargs="*", help="assembly files named SOURCE-TARGET.s instead of compiling")
     ap.add_argument("--loops", action="store_true", help="the main loop's vector / MFMA / load instructions")
+    ap.add_argument("sources", nargs="*", help="names of library sources of hip/ (default: all of setup.py's)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         if args.asm:
@@ -146,7 +148,14 @@ def main():
         else:
             if not os.access(CLANG, os.X_OK):
                 sys.exit(f"amd_kernels: {CLANG} not found (apt-get install clang-19 lld-19 libamdhip64-dev)")
-            files = [compile_asm(src, t, tmp) for src in library_sources() for t in TARGETS]
+            sources = library_sources()
+            if args.sources:
+                names = {os.path.basename(s)[:-4]: s for s in sources}
+                unknown = [n for n in args.sources if n not in names]
+                if unknown:
+                    sys.exit(f"amd_kernels: not a library source of hip/: {', '.join(unknown)} (known: {', '.join(names)})")
+                sources = [names[n] for n in args.sources]
+            files = [compile_asm(src, t, tmp) for src in sources for t in TARGETS]
         failures, mfma_seen = [], {t: False for t in MFMA_TARGETS}
         loop_head = f" {'loop: VALU MFMA ld16':>21}" if args.loops else ""
         print(f"{'target':8} {'VGPR':>4} {'AGPR':>4} {'LDS':>6} {'scratch':>7} {'waves/SIMD':>10}{loop_head}  kernel")
