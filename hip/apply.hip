@@ -7,8 +7,8 @@
  * (decide, dispatch.h); this file only asks the device what the decision needs (LiveFacts).
  *
  * Nothing here allocates or synchronizes, so a call can be captured in a CUDA/HIP graph, with one
- * exception: the WMMA path's self-check on its first use on a device (apply_wmma.hip), which is
- * never done while the stream is being captured (that call runs the vector kernel).
+ * exception: the WMMA and MFMA paths' self-check on their first use on a device (apply_check.hip),
+ * which is never done while the stream is being captured (that call runs the vector kernel).
  */
 #include <atomic>
 #include <string.h>
@@ -37,6 +37,8 @@ LiveFacts::LiveFacts(const ApplyArgs &a) : a_(a)
 int LiveFacts::sm() { return per_device_cached<rad_device_sm>(); }
 int LiveFacts::wmma_arch() { return wmma_device_arch(); }
 bool LiveFacts::wmma_usable(int arch, bool corrupt) { return radiance::wmma_usable(a_, arch, corrupt); }
+bool LiveFacts::mfma_device() { return radiance::mfma_device() != 0; }
+bool LiveFacts::mfma_usable(bool corrupt) { return radiance::mfma_usable(a_, corrupt); }
 bool LiveFacts::wgmma_built() { return radiance::wgmma_built(); }
 int64_t LiveFacts::smem_optin() { return per_device_cached<rad_smem_optin>(); }
 int64_t LiveFacts::sm_count() { return per_device_cached<rad_sm_count>(); }
@@ -108,6 +110,7 @@ rad_error_t launch_plan(const ApplyArgs &a, const ApplyPlan &p)
     case ApplyPath::kWgmma: return launch_wgmma(a, p);
     case ApplyPath::kWgmmaWs: return launch_wgmma_ws(a, p);
     case ApplyPath::kWmma: return launch_wmma(a, p);
+    case ApplyPath::kMfma: return launch_mfma(a, p);
     case ApplyPath::kStreamSharedX: return launch_stream_shared_x(a, p);
     }
     return (rad_error_t)RADIANCE_GPU_EINVAL;
@@ -143,6 +146,6 @@ extern "C" int radiance_gpu_apply(const uint16_t *x, int64_t m, int64_t k, const
 
 extern "C" int radiance_gpu_test_refuse(int flags)
 {
-    radiance::wmma_forget_checks();
+    radiance::forget_path_checks();
     return radiance::g_test_refuse.exchange(flags);
 }

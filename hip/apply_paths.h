@@ -48,6 +48,7 @@ rad_error_t launch_stream(const ApplyArgs &a, const ApplyPlan &p);
 rad_error_t launch_wgmma(const ApplyArgs &a, const ApplyPlan &p);
 rad_error_t launch_wgmma_ws(const ApplyArgs &a, const ApplyPlan &p);
 rad_error_t launch_wmma(const ApplyArgs &a, const ApplyPlan &p);
+rad_error_t launch_mfma(const ApplyArgs &a, const ApplyPlan &p);
 rad_error_t launch_stream_shared_x(const ApplyArgs &a, const ApplyPlan &p);
 
 /* Cluster pairs of apply_stream_split_k_kernel that the current device runs at once, looked up
@@ -63,13 +64,31 @@ int wmma_device_arch(void);
 
 /* Whether the WMMA path may run now for a call like `a` with layout `arch` on the current device:
  * RADIANCE_AMD_WMMA (0: never, 1: without the check) and otherwise the self-check on first use
- * (apply_wmma.hip), which launches on a.stream and synchronizes it once; while that stream is being
+ * (path_usable), which launches on a.stream and synchronizes it once; while that stream is being
  * captured and the device is not yet checked, false (the plan without WMMA serves the call: the
  * vector kernel on AMD). */
 bool wmma_usable(const ApplyArgs &a, int arch, bool corrupt);
 
-/* Forget every device's self-check result (radiance_gpu_test_refuse). */
-void wmma_forget_checks(void);
+/* Whether the current device has the MFMA layout (gfx942, gfx90a; NVIDIA 0), looked up once. */
+int mfma_device(void);
+
+/* The same for the MFMA path (apply_mfma.hip), with RADIANCE_AMD_MFMA. */
+bool mfma_usable(const ApplyArgs &a, bool corrupt);
+
+/* The matrix paths that are self-checked, one result per device each (apply_check.hip). */
+enum CheckedPath { kCheckWmma12 = 0, kCheckWmma11 = 1, kCheckMfma = 2, kCheckedPaths = 3 };
+typedef rad_error_t (*PathLauncher)(const ApplyArgs &, const ApplyPlan &);
+
+/* Whether plan p (a matrix path, set up for any m) may serve calls on the current device: the
+ * environment switch env_name (0: never, 1: without the check), else the check on first use,
+ * launcher(p) against the vector kernel on a small exact problem on a.stream (one synchronize);
+ * false without checking while a.stream is being captured. A failed check warns once on stderr,
+ * naming `label`, the GPU and the switch. */
+bool path_usable(const ApplyArgs &a, const ApplyPlan &p, CheckedPath which, const char *env_name, const char *label,
+                 PathLauncher launcher);
+
+/* Forget every device's self-check results (radiance_gpu_test_refuse). */
+void forget_path_checks(void);
 
 } // namespace radiance
 

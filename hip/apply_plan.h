@@ -32,6 +32,8 @@ public:
     int sm();
     int wmma_arch();
     bool wmma_usable(int arch, bool corrupt);
+    bool mfma_device();
+    bool mfma_usable(bool corrupt);
     bool wgmma_built();
     int64_t smem_optin();
     int64_t sm_count();

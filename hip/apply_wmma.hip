@@ -25,12 +25,11 @@
  * ~7x ahead of the vector kernel's compute at 128. Below 8 tokens both are bandwidth-bound and
  * the vector kernel wastes no half-empty tiles, so the crossover is M = 8.
  *
- * The self-check (wmma_usable): the first time the path would run on a device, the WMMA and the
- * vector kernels compute a small problem of small integers (exact in fp32, so the outputs must be
- * equal bit for bit); on a difference the device keeps the vector kernel and stderr says so once.
+ * The self-check (wmma_usable, through apply_check.hip): the first time the path would run on a
+ * device, the WMMA and the vector kernels compute a small problem of small integers (exact in fp32,
+ * so the outputs must be equal bit for bit); on a difference the device keeps the vector kernel
+ * and stderr says so once.
  */
-#include <atomic>
-#include <mutex>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -102,7 +101,9 @@ apply_wmma_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const in
             for (int t = 0; t < TT; t++)
 #pragma unroll
                 for (int v = 0; v < 8; v++) acc[t].v[v] = 0.0f;
-#pragma unroll
+            /* two chunks at most unrolled: fully unrolled, clang-19 hoisted all four chunks' loads of
+             * G = 256 at 4 tiles (gfx1201: 256 VGPRs and 800 bytes of scratch per lane) */
+#pragma unroll 2
             for (int c = 0; c < CHUNKS; c++) {
                 const int64_t w0 = g * (GROUP / 8) + c * CW;
                 if constexpr (ARCH == 12) {
@@ -187,7 +188,7 @@ rad_error_t launch_arch_group(const ApplyArgs &a, const ApplyPlan &p)
     const int64_t row_blocks = (a.n + 16 * kWmmaWaves - 1) / (16 * kWmmaWaves);
     const int64_t blocks = row_blocks * token_chunks;
     if (blocks > 0x7fffffffLL) return (rad_error_t)RADIANCE_GPU_EINVAL;
-    const int corrupt = p.wmma_corrupt ? 1 : 0;
+    const int corrupt = p.corrupt ? 1 : 0;
 #define RAD_WMMA_LAUNCH(TT)                                                                                    \
     apply_wmma_kernel<ARCH, GROUP, TT><<<(unsigned)blocks, kWmmaWaves * 32, 0, a.stream>>>(                    \
         a.x, a.m, a.k, a.packed, a.scales, a.bias, a.n, a.out, token_chunks, corrupt)
@@ -213,87 +214,6 @@ rad_error_t launch_arch(const ApplyArgs &a, const ApplyPlan &p)
     return (rad_error_t)RADIANCE_GPU_EINVAL;
 }
 
-/* ---------------------------------------------------------------------------------------- */
-/* The self-check on first use                                                               */
-/* ---------------------------------------------------------------------------------------- */
-enum CheckState { kUnchecked = 0, kPassed = 1, kOff = 2, kFailed = 3 };
-constexpr int kMaxDevices = 64;
-std::atomic<int> g_check[kMaxDevices][2]; /* [device][arch 12, 11] */
-std::mutex g_check_mutex;
-
-/* A deterministic small problem of small integers: x in -3..3, q in -8..7, scales 1/2, 1, 2; every
- * partial sum is a multiple of 1/2 below 2^15, exact in fp32 in any order, so both kernels give
- * the same fp32 totals and the same bf16 outputs. 19 tokens (two tiles, the second masked), 40
- * rows (a partial wave), 512 columns (every group size). */
-constexpr int64_t kCheckM = 19, kCheckN = 40, kCheckK = 512;
-
-struct CheckBuffers {
-    uint16_t *x = nullptr, *scales = nullptr, *out_wmma = nullptr, *out_vector = nullptr;
-    int32_t *packed = nullptr;
-    ~CheckBuffers()
-    {
-        (void)rad_free(x); (void)rad_free(scales); (void)rad_free(out_wmma); (void)rad_free(out_vector);
-        (void)rad_free(packed);
-    }
-};
-
-/* 0 when the WMMA kernel agrees with the vector kernel, 1 when it does not, -1 when the check
- * could not run (an allocation or copy failed; the caller treats that as not passed). */
-int run_check(const ApplyArgs &user, int arch, bool corrupt, int group)
-{
-    const int64_t kw = kCheckK / 8, ng = kCheckK / group;
-    uint16_t hx[kCheckM * kCheckK], hs[kCheckN * (kCheckK / 32)];
-    int32_t hp[kCheckN * (kCheckK / 8)];
-    uint32_t state = 0x9E3779B9u;
-    auto next = [&]() {
-        state = state * 1664525u + 1013904223u;
-        return state >> 8;
-    };
-    for (int64_t i = 0; i < kCheckM * kCheckK; i++) {
-        const float v = (float)((int)(next() % 7u) - 3);
-        uint32_t bits;
-        memcpy(&bits, &v, 4);
-        hx[i] = (uint16_t)(bits >> 16);
-    }
-    for (int64_t i = 0; i < kCheckN * kw; i++) hp[i] = (int32_t)(next() ^ (next() << 8));
-    static const uint16_t kScales[3] = {0x3F00u, 0x3F80u, 0x4000u}; /* 0.5, 1, 2 */
-    for (int64_t i = 0; i < kCheckN * ng; i++) hs[i] = kScales[next() % 3u];
-
-    CheckBuffers b;
-    if (rad_malloc((void **)&b.x, sizeof hx) != RAD_SUCCESS ||
-        rad_malloc((void **)&b.packed, kCheckN * kw * 4) != RAD_SUCCESS ||
-        rad_malloc((void **)&b.scales, kCheckN * ng * 2) != RAD_SUCCESS ||
-        rad_malloc((void **)&b.out_wmma, kCheckM * kCheckN * 2) != RAD_SUCCESS ||
-        rad_malloc((void **)&b.out_vector, kCheckM * kCheckN * 2) != RAD_SUCCESS) {
-        (void)rad_get_last_error();
-        return -1;
-    }
-    const rad_stream_t st = user.stream;
-    if (rad_memcpy_async(b.x, hx, sizeof hx, RAD_MEMCPY_H2D, st) != RAD_SUCCESS ||
-        rad_memcpy_async(b.packed, hp, kCheckN * kw * 4, RAD_MEMCPY_H2D, st) != RAD_SUCCESS ||
-        rad_memcpy_async(b.scales, hs, kCheckN * ng * 2, RAD_MEMCPY_H2D, st) != RAD_SUCCESS)
-        return -1;
-    const ApplyArgs a = {b.x, kCheckM, kCheckK, b.packed, b.scales, NULL, kCheckN, group, b.out_wmma, st};
-    ApplyArgs av = a;
-    av.out = b.out_vector;
-    ApplyPlan p;
-    memset(&p, 0, sizeof p);
-    p.path = ApplyPath::kWmma;
-    p.token_tiles = 1;
-    p.wmma_arch = arch;
-    p.wmma_corrupt = corrupt;
-    ApplyPlan pv;
-    memset(&pv, 0, sizeof pv);
-    pv.path = ApplyPath::kVector;
-    if (launch_wmma(a, p) != RAD_SUCCESS || launch_vector(av, pv) != RAD_SUCCESS) return -1;
-    uint16_t got[kCheckM * kCheckN], want[kCheckM * kCheckN];
-    if (rad_memcpy_async(got, b.out_wmma, sizeof got, RAD_MEMCPY_D2H, st) != RAD_SUCCESS ||
-        rad_memcpy_async(want, b.out_vector, sizeof want, RAD_MEMCPY_D2H, st) != RAD_SUCCESS ||
-        rad_stream_synchronize(st) != RAD_SUCCESS)
-        return -1;
-    return memcmp(got, want, sizeof got) == 0 ? 0 : 1;
-}
-
 } // namespace
 
 rad_error_t launch_wmma(const ApplyArgs &a, const ApplyPlan &p)
@@ -303,47 +223,17 @@ rad_error_t launch_wmma(const ApplyArgs &a, const ApplyPlan &p)
     return (rad_error_t)RADIANCE_GPU_EINVAL;
 }
 
-void wmma_forget_checks(void)
-{
-    for (int d = 0; d < kMaxDevices; d++)
-        for (int i = 0; i < 2; i++) g_check[d][i].store(kUnchecked);
-}
-
 bool wmma_usable(const ApplyArgs &a, int arch, bool corrupt)
 {
-    int dev = 0;
-    if (rad_get_device(&dev) != RAD_SUCCESS || dev < 0 || dev >= kMaxDevices) return false;
-    std::atomic<int> &state = g_check[dev][arch == 11 ? 1 : 0];
-    const int known = state.load();
-    if (known != kUnchecked) return known == kPassed;
-    /* read where a device is first seen (and again after radiance_gpu_test_refuse) */
-    const char *env = getenv("RADIANCE_AMD_WMMA");
-    if (env != NULL && strcmp(env, "0") == 0) {
-        state.store(kOff);
-        return false;
-    }
-    if (env != NULL && strcmp(env, "1") == 0) {
-        state.store(kPassed);
-        return true;
-    }
-    /* a check synchronizes, which a graph capture forbids: the vector kernel serves the
-     * captured call, and the first uncaptured call does the check */
-    if (rad_stream_capturing(a.stream)) return false;
-    std::lock_guard<std::mutex> lock(g_check_mutex);
-    if (state.load() != kUnchecked) return state.load() == kPassed;
-    const int res = run_check(a, arch, corrupt, a.group);
-    if (res == 0) {
-        state.store(kPassed);
-        return true;
-    }
-    char name[256];
-    rad_device_name(name, sizeof name);
-    fprintf(stderr,
-            "radiance: warning: the WMMA kernel (gfx%d layout) %s on GPU %d (%s); not using it on this GPU, "
-            "the vector kernel serves instead (RADIANCE_AMD_WMMA=1 skips this check, =0 turns the path off)\n",
-            arch, res > 0 ? "disagrees with the vector kernel" : "could not be checked", dev, name);
-    state.store(kFailed);
-    return false;
+    ApplyPlan p;
+    memset(&p, 0, sizeof p);
+    p.path = ApplyPath::kWmma;
+    p.token_tiles = 1;
+    p.wmma_arch = arch;
+    p.corrupt = corrupt;
+    char label[48];
+    snprintf(label, sizeof label, "WMMA kernel (gfx%d layout)", arch);
+    return path_usable(a, p, arch == 11 ? kCheckWmma11 : kCheckWmma12, "RADIANCE_AMD_WMMA", label, launch_wmma);
 }
 
 int wmma_device_arch(void) { return per_device_cached<rad_wmma_arch>(); }

@@ -3,7 +3,10 @@
 # to assembly per target, host code checked once), with Debian's clang-19 and HIP 5.2 headers:
 # once as the library (setup.py) builds it and once as the benchmark build (RADIANCE_KERNEL_VARIANTS,
 # benchmarks/harness/gpu_kernels.py), which adds benchmarks/harness/apply_variants.hip. Exits
-# non-zero on any failure.
+# non-zero on any failure, and where a kernel of the library build has scratch or spilled registers,
+# or the gfx942 / gfx90a code of the MFMA path (apply_mfma.hip) has no v_mfma_ instruction
+# (benchmarks/amd_kernels.py --check, which also prints each kernel's VGPRs, AGPRs, LDS, scratch and
+# waves per SIMD).
 # CI: apt-get install -y clang-19 lld-19 libamdhip64-dev, then run this script.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -12,6 +15,7 @@ clang=${CLANGXX:-/usr/lib/llvm-19/bin/clang++}
 targets=${RADIANCE_AMD_TARGETS:-"gfx1201 gfx942 gfx90a gfx1100"}
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
+mkdir -p "$out/library" "$out/variants"
 if [ ! -x "$clang" ]; then
     echo "build_check: $clang not found (apt-get install clang-19 lld-19 libamdhip64-dev)" >&2
     exit 2
@@ -39,7 +43,7 @@ for build in library variants; do
         fi
         for arch in $targets; do
             if "$clang" -x hip --offload-arch="$arch" --cuda-device-only -nogpulib $flags $defs -S "$src" \
-                -o "$out/$name-$arch.s" 2>"$out/log"; then
+                -o "$out/$build/$name-$arch.s" 2>"$out/log"; then
                 echo "ok    $name $build $arch"
             else
                 echo "FAIL  $name $build $arch" >&2
@@ -49,4 +53,14 @@ for build in library variants; do
         done
     done
 done
+# the shipped kernels (library build) only: the variants are benchmark experiments
+case " $targets " in
+*" gfx942 "*|*" gfx90a "*) ;;
+*) echo "build_check: no gfx942 or gfx90a in RADIANCE_AMD_TARGETS, the v_mfma_ check is not made" >&2 ;;
+esac
+if python3 "$here/../benchmarks/amd_kernels.py" --check --asm "$out"/library/*.s; then
+    echo "ok    no scratch, no spills; v_mfma_ in the MFMA path's CDNA code"
+else
+    status=1
+fi
 exit $status

@@ -5,7 +5,7 @@
  * shuffles, the wave size as a compile-time constant, arithmetic with exactly one rounding per
  * operation (the quantizer must match the CPU bit for bit), memory loads with cache hints, and
  * the vendor and target facts other files test (rad_amd, RAD_HAS_CLUSTER_LAUNCH, the WMMA
- * layouts). The PTX behind the NVIDIA side is in ptx_common.h; the kernels' own NVIDIA
+ * and MFMA layouts). The PTX behind the NVIDIA side is in ptx_common.h; the kernels' own NVIDIA
  * instructions in ptx_sm80.h and ptx_sm90.h, host-side runtime helpers in runtime.h.
  */
 #ifndef RADIANCE_COMPAT_H
@@ -142,6 +142,15 @@ constexpr bool rad_amd = false;
 #endif
 #if defined(RAD_CUDA)
 #define RAD_WMMA_EMULATED 1
+#endif
+
+/* Which rad_mfma layer the current device pass has (mfma.h): CDNA's bf16 MFMA builtin (gfx90a,
+ * gfx940-gfx942), or on NVIDIA the exact emulation of its 64-lane layout; none on RDNA. */
+#if defined(RAD_HIP) && (defined(__gfx90a__) || defined(__gfx940__) || defined(__gfx941__) || defined(__gfx942__))
+#define RAD_MFMA_BUILTIN 1
+#endif
+#if defined(RAD_CUDA)
+#define RAD_MFMA_EMULATED 1
 #endif
 
 /* ------------------------------------------------------------------------------------------ */

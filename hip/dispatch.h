@@ -12,6 +12,8 @@
  *   int sm()                         compute capability x 10 (NVIDIA), 0 on AMD
  *   int wmma_arch()                  the device's WMMA layout: 12 (gfx12), 11 (gfx11), 0
  *   bool wmma_usable(arch, corrupt)  RADIANCE_AMD_WMMA and the self-check on first use
+ *   bool mfma_device()               the device has CDNA's MFMA layout (gfx90a, gfx942)
+ *   bool mfma_usable(corrupt)        RADIANCE_AMD_MFMA and the self-check on first use
  *   bool wgmma_built()               this build holds the sm_90a kernels and the GPU is an sm_90
  *   int64_t smem_optin()             opt-in shared memory per block, bytes
  *   int64_t sm_count()               multiprocessors
@@ -42,6 +44,7 @@ enum class ApplyPath {
     kWgmmaWs, /* sm_90a warp-specialized wgmma, more than 32 tokens (G >= 128): apply_wgmma_ws.hip */
     kStreamSharedX, /* kStream with the activations in shared memory, one block per SM: apply_stream.hip */
     kWmma,   /* AMD RDNA3/RDNA4 WMMA through the rad_wmma layer (wmma.h): apply_wmma.hip */
+    kMfma,   /* AMD CDNA (gfx942, gfx90a) MFMA through the rad_mfma layer (mfma.h): apply_mfma.hip */
 };
 
 /* kStream: how a warp reads the activations of its tokens. From global memory (through L1), lanes
@@ -88,6 +91,9 @@ constexpr int kSharedXMinWarps = 16;
 constexpr int64_t kWgmma8MinSteps = 16;
 /* Tokens from which the WMMA path beats the vector kernel (the budget: apply_wmma.hip's header). */
 constexpr int64_t kWmmaMinTokens = 8;
+/* Tokens from which the MFMA path beats the vector kernel on gfx942 / gfx90a (the budget:
+ * docs/amd.md; the vector kernel's tile of 4 tokens is compute-bound there, MFMA at the memory floor). */
+constexpr int64_t kMfmaMinTokens = 3;
 
 /* The call's shape. */
 struct Call {
@@ -99,11 +105,12 @@ struct Call {
 struct Dispatch {
     ApplyPath path;
     /* kMma, kTile, kStream: 16-row m-tiles per warp and 8-token n-tiles per warp;
-     * kWmma: 16-token tiles per wave in token_tiles */
+     * kWmma, kMfma: 16-token tiles per wave in token_tiles */
     int row_tiles, token_tiles;
-    /* kWmma: the fragment layout (12: RDNA4, 11: RDNA3) and the test flag that corrupts the result */
+    /* kWmma: the fragment layout (12: RDNA4, 11: RDNA3) */
     int wmma_arch;
-    bool wmma_corrupt;
+    /* kWmma, kMfma: the test flag's deliberately wrong kernel (result rows swapped in pairs) */
+    bool corrupt;
     int x_mode; /* kStream: StreamX */
     /* kStream: k % 512 == 0; kStreamSharedX with k_parts 2: k % 1024 == 0 (whole super-steps in
      * each half). Either way the kernel that tests no step against k inside its 4-step super-steps */
@@ -305,8 +312,25 @@ bool plan_wmma(const Call &c, Facts &f, int refuse, Dispatch *p)
     if (!f.wmma_usable(arch, corrupt)) return false;
     p->path = ApplyPath::kWmma;
     p->wmma_arch = arch;
-    p->wmma_corrupt = corrupt;
+    p->corrupt = corrupt;
     p->token_tiles = c.m <= 16 ? 1 : c.m <= 32 ? 2 : 4;
+    return true;
+}
+
+/* The MFMA plan where it applies: a CDNA device (or the test flag on any GPU), m large enough (any m
+ * under the test flag) and the self-check passed or skipped. 16, 32, 64 or 128 tokens per wave: the
+ * fewest 16-token tiles that hold m, 8 beyond (where the decode, shared by 128 tokens, falls below
+ * the MFMAs' own time on gfx942: docs/amd.md). */
+template <class Facts>
+bool plan_mfma(const Call &c, Facts &f, int refuse, Dispatch *p)
+{
+    const bool forced = (refuse & RADIANCE_GPU_TEST_FORCE_MFMA) != 0;
+    if (!forced && (c.m < kMfmaMinTokens || !f.mfma_device())) return false;
+    const bool corrupt = (refuse & RADIANCE_GPU_TEST_CORRUPT_MFMA) != 0;
+    if (!f.mfma_usable(corrupt)) return false;
+    p->path = ApplyPath::kMfma;
+    p->corrupt = corrupt;
+    p->token_tiles = c.m <= 16 ? 1 : c.m <= 32 ? 2 : c.m <= 64 ? 4 : 8;
     return true;
 }
 
@@ -316,7 +340,7 @@ template <class Facts>
 Dispatch decide(const Call &c, Facts &f, int refuse)
 {
     Dispatch p = {};
-    if (plan_wmma(c, f, refuse, &p)) return p;
+    if (plan_wmma(c, f, refuse, &p) || plan_mfma(c, f, refuse, &p)) return p;
     const bool has_mma = !(refuse & RADIANCE_GPU_TEST_NO_MMA) && f.sm() >= 80;
     if (!has_mma) {
         plan_vector(c, f, &p);

@@ -2,7 +2,8 @@
  * ptx_common.h - NVIDIA instructions of every target the library builds for, behind compat.h's
  * portable names (compat.h includes this file on CUDA; nothing else does): loads with cache
  * hints, the reciprocal estimate, the saturating FMA, and (sm_90) max.u16x2. compat.h calls them
- * in device passes only, as it did when it held them.
+ * in device passes only, as it did when it held them; mfma.h's NVIDIA emulation calls the named
+ * barrier (rad_ptx_bar_sync).
  */
 #ifndef RADIANCE_PTX_COMMON_H
 #define RADIANCE_PTX_COMMON_H
@@ -50,6 +51,12 @@ __device__ __forceinline__ float rad_ptx_fma_rn_sat(float a, float b, float c)
     float r;
     asm("fma.rn.sat.f32 %0, %1, %2, %3;" : "=f"(r) : "f"(a), "f"(b), "f"(c));
     return r;
+}
+/* Barrier `id` (1-15; 0 is __syncthreads') of `threads` threads, whole warps: the emulated 64-lane
+ * MFMA wave of mfma.h, two warps that wait for each other and for no other warp of the block */
+__device__ __forceinline__ void rad_ptx_bar_sync(int id, int threads)
+{
+    asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900)
 __device__ __forceinline__ uint32_t rad_ptx_max_u16x2(uint32_t a, uint32_t b)

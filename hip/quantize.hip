@@ -451,17 +451,16 @@ __device__ __forceinline__ void quantize_words(Raw<DTYPE> &raw, const void *w, i
     if (threadIdx.x % kLanesPerGroup == 0) scales[word / (GROUP / 8)] = (uint16_t)(rad_float_to_bits(best_sf) >> 16);
 }
 
-/* Blocks per SM the launch bounds ask for. On AMD (gfx942) four of them cap a thread at 128 registers, AGPRs
- * included: act's 32 column weights pushed it past that into scratch, and so did mse's two searches
- * (saturating and ratio_error, both in the kernel: 64-160 bytes of scratch in the bf16/fp16 kernels);
- * two leave them room. On NVIDIA (sm_90a, nvcc 13.0) mse fits five blocks: 96 registers, no spills,
- * and the same instructions as at 128 (ptxas takes 128 when four blocks allow it). */
+/* Blocks per SM the launch bounds ask for. HIP reads the number as waves per SIMD, and clang-19 meets
+ * any bound above 1 on gfx90a/gfx942 by capping the architectural VGPRs and parking the rest in AGPRs
+ * (v_accvgpr moves: rtn G >= 64 at 4 waves, mse G = 256 at 2, on gfx90a) or in scratch (gfx942 at 4:
+ * act's 32 column weights and mse's two searches, 64-160 bytes per lane), so AMD asks for nothing and
+ * the registers a kernel needs set its occupancy (benchmarks/amd_kernels.py prints both). On NVIDIA
+ * (sm_90a, nvcc 13.0) mse fits five blocks: 96 registers, no spills, and the same instructions as at
+ * 128 (ptxas takes 128 when four blocks allow it). */
 constexpr int min_blocks_per_sm(int dtype, int group, int clip)
 {
-    return (dtype == RADIANCE_F32 || group < 64)  ? 1
-           : (rad_amd && clip != RADIANCE_CLIP_RTN) ? 2
-           : clip == RADIANCE_CLIP_MSE           ? 5
-                                                 : 4;
+    return (rad_amd || dtype == RADIANCE_F32 || group < 64) ? 1 : clip == RADIANCE_CLIP_MSE ? 5 : 4;
 }
 
 /*

@@ -23,6 +23,10 @@ int rad_device_sm(void);
  * other GPU (NVIDIA, CDNA) or on failure. */
 int rad_wmma_arch(void);
 
+/* 1 where the current device has CDNA's bf16 MFMA layout that apply_mfma.hip is built for (gfx90a,
+ * gfx940-gfx942), 0 for every other GPU (NVIDIA, RDNA) or on failure. */
+int rad_mfma_arch(void);
+
 /* The current device's name (and AMD architecture) for messages; "unknown GPU" on failure. */
 void rad_device_name(char *buf, size_t size);
 

@@ -148,6 +148,27 @@ int rad_wmma_arch(void)
 #endif
 }
 
+int rad_mfma_arch(void)
+{
+#if defined(RAD_HIP)
+    int dev = 0;
+    hipDeviceProp_t prop;
+    if (hipGetDevice(&dev) != hipSuccess || hipGetDeviceProperties(&prop, dev) != hipSuccess) {
+        (void)hipGetLastError();
+        return 0;
+    }
+    /* "gfx942:sramecc+:xnack-" and the like; gfx908 (MI100) has no bf16_1k MFMA, gfx950 is not built */
+    static const char *const kNames[] = {"gfx90a", "gfx940", "gfx941", "gfx942"};
+    for (const char *name : kNames)
+        if (strncmp(prop.gcnArchName, name, strlen(name)) == 0 &&
+            (prop.gcnArchName[strlen(name)] == '\0' || prop.gcnArchName[strlen(name)] == ':'))
+            return 1;
+    return 0;
+#else
+    return 0;
+#endif
+}
+
 void rad_device_name(char *buf, size_t size)
 {
     int dev = 0;

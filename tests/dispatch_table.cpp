@@ -21,6 +21,7 @@ struct Gpu {
     bool wmma_ok, wgmma_built, cluster_launch;
     int64_t smem_optin, sm_count, split_k_clusters;
     bool ws_maps, pipe_x_map, pipe_w_map;  // what the driver grants (refusals: the fallback tables)
+    bool mfma = false, mfma_ok = false;    // CDNA's MFMA layout, its self-check passed
 };
 
 struct FixedFacts {
@@ -28,6 +29,8 @@ struct FixedFacts {
     int sm() { return g.sm; }
     int wmma_arch() { return g.wmma_arch; }
     bool wmma_usable(int, bool) { return g.wmma_ok; }
+    bool mfma_device() { return g.mfma; }
+    bool mfma_usable(bool) { return g.mfma_ok; }
     bool wgmma_built() { return g.wgmma_built; }
     int64_t smem_optin() { return g.smem_optin; }
     int64_t sm_count() { return g.sm_count; }
@@ -74,6 +77,7 @@ std::string describe(const Dispatch &d)
     case ApplyPath::kWmma:
         snprintf(buf, sizeof buf, "WMMA gfx%d, %d tokens per wave (apply_wmma)", d.wmma_arch, 16 * d.token_tiles);
         break;
+    case ApplyPath::kMfma: snprintf(buf, sizeof buf, "MFMA, %d tokens per wave (apply_mfma)", 16 * d.token_tiles); break;
     }
     return buf;
 }
@@ -164,8 +168,11 @@ int main()
                        false, false};
     const Gpu rdna3 = {"AMD RDNA3 (gfx11), WMMA self-check passed", 0, 11, true, false, false, 65536, 48, 0, false,
                        false, false};
-    const Gpu cdna = {"AMD CDNA (gfx90a, gfx942), and RDNA with RADIANCE_AMD_WMMA=0 or a failed self-check", 0, 0,
-                      false, false, false, 65536, 304, 0, false, false, false};
+    const Gpu cdna = {"AMD CDNA (gfx90a, gfx942), MFMA self-check passed", 0, 0, false, false, false, 65536, 304, 0,
+                      false, false, false, true, true};
+    const Gpu amd_vector = {"AMD CDNA with RADIANCE_AMD_MFMA=0 or a failed self-check, RDNA with RADIANCE_AMD_WMMA=0 "
+                            "or a failed self-check, other AMD GPUs", 0, 0, false, false, false, 65536, 304, 0, false,
+                            false, false};
     const Gpu h200_no_ws = {"H200, the warp-specialized kernel's tensor maps refused", 90, 0, false, true, true,
                             232448, 132, 66, false, true, true};
     const Gpu h200_no_w = {"H200, only the activations' tensor map granted", 90, 0, false, true, true, 232448, 132,
@@ -184,6 +191,7 @@ int main()
     table(rdna4, {128}, {1024, 5120}, 300);
     table(rdna3, {128}, {1024, 5120}, 300);
     table(cdna, {128}, {1024, 5120}, 300);
+    table(amd_vector, {128}, {1024, 5120}, 300);
     table(h200_no_ws, {128}, {5120}, 300);
     table(h200_no_w, {128}, {5120}, 300);
     table(h200_no_maps, {128}, {5120}, 300);

@@ -192,40 +192,42 @@ def test_wmma_kernel_matches_float64(arch, m, k, group_size, monkeypatch):
     assert excess <= 1.0, f"gfx{arch} seed {seed} n {n}: worst error {excess:.2f}x the bound"
 
 
-@pytest.mark.parametrize("arch", [12, 11])
-def test_wmma_self_check_catches_a_wrong_kernel_and_falls_back(arch, monkeypatch, capfd):
-    require_layer(arch)
+def self_check_falls_back(force, corrupt, env_name, label, monkeypatch, capfd):
+    """The self-check of a matrix path under its test flags (force: take the path, corrupt: its
+    deliberately wrong kernel) and its switch env_name; label starts the path's warning. Shared by
+    the WMMA and MFMA tests."""
     seed = int.from_bytes(os.urandom(4), "little")
     prob = problem(np.random.default_rng(seed), 24, 1024, 128)
     capfd.readouterr()
-    # the wrong kernel is really wrong: RADIANCE_AMD_WMMA=1 skips the check and runs it
-    monkeypatch.setenv("RADIANCE_AMD_WMMA", "1")
-    with Flags(FORCE[arch] | CORRUPT_WMMA):
+    # the wrong kernel is really wrong: =1 skips the check and runs it
+    monkeypatch.setenv(env_name, "1")
+    with Flags(force | corrupt):
         assert apply_excess(*prob, 128) > 1.0, f"seed {seed}: the corrupted kernel gave right results"
     assert "warning" not in capfd.readouterr().err
-    # =0: the path is off, the vector kernel runs, nothing is checked
-    monkeypatch.setenv("RADIANCE_AMD_WMMA", "0")
-    with Flags(FORCE[arch] | CORRUPT_WMMA):
+    # =0: the path is off, the plan without it runs, nothing is checked
+    monkeypatch.setenv(env_name, "0")
+    with Flags(force | corrupt):
         assert apply_excess(*prob, 128) <= 1.0, f"seed {seed}"
     assert "warning" not in capfd.readouterr().err
     # unset: the first call checks, finds the difference, warns once naming the GPU, falls back
-    monkeypatch.delenv("RADIANCE_AMD_WMMA", raising=False)
-    with Flags(FORCE[arch] | CORRUPT_WMMA):
+    monkeypatch.delenv(env_name, raising=False)
+    with Flags(force | corrupt):
         assert apply_excess(*prob, 128) <= 1.0, f"seed {seed}"
         err = capfd.readouterr().err
-        assert "radiance: warning: the WMMA kernel" in err and "disagrees" in err, err
-        assert torch.cuda.get_device_name() in err, err
+        assert f"radiance: warning: the {label}" in err and "disagrees" in err, err
+        assert f"{env_name}=1" in err and torch.cuda.get_device_name() in err, err
         assert apply_excess(*prob, 128) <= 1.0, f"seed {seed}"
         assert "warning" not in capfd.readouterr().err, "warned twice"
     # a right kernel passes the check silently
-    with Flags(FORCE[arch]):
+    with Flags(force):
         assert apply_excess(*prob, 128) <= 1.0, f"seed {seed}"
     assert "warning" not in capfd.readouterr().err
 
 
-def test_wmma_self_check_waits_outside_graph_capture(monkeypatch, capfd):
-    require_layer(12)
-    monkeypatch.delenv("RADIANCE_AMD_WMMA", raising=False)
+def self_check_waits_outside_graph_capture(force, corrupt, env_name, monkeypatch, capfd):
+    """A matrix path's self-check is never run while a graph is being captured (it synchronizes):
+    the captured call takes the plan without the path, the first uncaptured call checks."""
+    monkeypatch.delenv(env_name, raising=False)
     seed = int.from_bytes(os.urandom(4), "little")
     args, bias_t, n, ref, bound = problem(np.random.default_rng(seed), 20, 1024, 128)
     out = torch.full((20, n), float("nan"), dtype=torch.bfloat16, device=DEV)
@@ -233,9 +235,9 @@ def test_wmma_self_check_waits_outside_graph_capture(monkeypatch, capfd):
         with Flags(flags):
             apply_excess(args, bias_t, n, ref, bound, 128)
     capfd.readouterr()
-    with Flags(FORCE_WMMA12 | CORRUPT_WMMA):
+    with Flags(force | corrupt):
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):  # unchecked while capturing: the plan without WMMA
+        with torch.cuda.graph(graph):  # unchecked while capturing
             radiance.apply(*args, bias_t, 128, out=out)
         graph.replay()
         torch.cuda.synchronize()
@@ -245,3 +247,15 @@ def test_wmma_self_check_waits_outside_graph_capture(monkeypatch, capfd):
         # the first call outside capture checks (and catches the wrong kernel)
         assert apply_excess(args, bias_t, n, ref, bound, 128) <= 1.0
         assert "disagrees" in capfd.readouterr().err
+
+
+@pytest.mark.parametrize("arch", [12, 11])
+def test_wmma_self_check_catches_a_wrong_kernel_and_falls_back(arch, monkeypatch, capfd):
+    require_layer(arch)
+    self_check_falls_back(FORCE[arch], CORRUPT_WMMA, "RADIANCE_AMD_WMMA", f"WMMA kernel (gfx{arch} layout)",
+                          monkeypatch, capfd)
+
+
+def test_wmma_self_check_waits_outside_graph_capture(monkeypatch, capfd):
+    require_layer(12)
+    self_check_waits_outside_graph_capture(FORCE_WMMA12, CORRUPT_WMMA, "RADIANCE_AMD_WMMA", monkeypatch, capfd)

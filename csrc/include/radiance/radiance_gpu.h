@@ -89,8 +89,13 @@ int radiance_gpu_apply(const uint16_t *x, int64_t m, int64_t k, const int32_t *p
 /* A deliberately wrong WMMA kernel (rows of the result swapped in pairs): the self-check must
  * catch it and fall back to the vector kernel. */
 #define RADIANCE_GPU_TEST_CORRUPT_WMMA 256
-/* Setting the flags also forgets every device's WMMA self-check result, so that a test sees the
- * first use again (and RADIANCE_AMD_WMMA is read again). */
+/* Take the MFMA path (hip/apply_mfma.hip, AMD CDNA) for every m; on NVIDIA through the emulated
+ * rad_mfma layer (hip/mfma.h). The self-check and RADIANCE_AMD_MFMA apply as on AMD. */
+#define RADIANCE_GPU_TEST_FORCE_MFMA 512
+/* A deliberately wrong MFMA kernel (rows of the result swapped in pairs), for the self-check. */
+#define RADIANCE_GPU_TEST_CORRUPT_MFMA 1024
+/* Setting the flags also forgets every device's WMMA and MFMA self-check results, so that a test
+ * sees the first use again (and RADIANCE_AMD_WMMA / RADIANCE_AMD_MFMA are read again). */
 int radiance_gpu_test_refuse(int flags);
 
 /*
@@ -100,6 +105,13 @@ int radiance_gpu_test_refuse(int flags);
  * RADIANCE_GPU_EINVAL where arch is not 11 or 12 or the device lacks that layer. Synchronous.
  */
 int radiance_gpu_test_wmma(int arch, const uint32_t *a, const uint32_t *b, const float *c, float *d);
+
+/*
+ * Tests only: one rad_mfma multiply-accumulate (hip/mfma.h) of one 64-lane wave, D = A * B + C,
+ * with HOST arrays in the layer's lane/register order: a and b [64 lanes][2] bf16 pairs, c and d
+ * [64 lanes][4] fp32. RADIANCE_GPU_EINVAL where the device lacks the layer (AMD RDNA). Synchronous.
+ */
+int radiance_gpu_test_mfma(const uint32_t *a, const uint32_t *b, const float *c, float *d);
 
 #ifdef __cplusplus
 }
