@@ -15,8 +15,12 @@
  *   m 9-16, G >= 128, sm_90, the halves of   stream, k split over apply_stream.hip
  *     x fit beside 16 warps' rings           a cluster pair
  *   m 9-32, G >= 128, sm_90a (else)          wgmma, 16-32 tokens  apply_wgmma.hip
- *   m > 32, G >= 128, sm_90a                 wgmma, warp-         apply_wgmma.hip
- *                                            specialized, 64-256
+ *   m > 32 (any G), or m 9-32 and G < 128,   wgmma, the scale     apply_wgmma_fold.hip
+ *     sm_90a, k % 32 == 0                    folded into the
+ *                                            weights, 16-192
+ *                                            tokens, persistent
+ *   m > 32, G >= 128, sm_90a, where the      wgmma, warp-         apply_wgmma.hip
+ *     fold's plan was refused                specialized, 64-256
  *                                            tokens, persistent
  *   m > 8 elsewhere                          tiled mma.sync       apply_mma.hip
  *
@@ -115,6 +119,43 @@ bool plan_wgmma_ws(const ApplyArgs &a, WsTile w, int refuse, ApplyPlan *p)
     return true;
 }
 
+/* A tile of the folded-scale wgmma kernel (apply_wgmma_fold.hip): tokens per tile and consumer
+ * warpgroups of 64 rows. The tokens are split into equal chunks of at most 192 (the largest tile
+ * whose accumulators fit in registers), each rounded up to 16 up to 32 tokens and to 32 beyond,
+ * so that no token count wastes more than 31 tokens per chunk (256 tokens: two chunks of 128, 384:
+ * two of 192); 3 consumer warpgroups up to 96 tokens, 2 beyond (registers, the kernel's header). */
+struct FoldTile {
+    int tokens, consumer_wgs;
+};
+
+FoldTile fold_tile(int64_t m)
+{
+    const int64_t chunks = (m + 191) / 192;
+    const int64_t per = (m + chunks - 1) / chunks;
+    const int tokens = per <= 16 ? 16 : per <= 32 ? 32 : (int)((per + 31) / 32 * 32);
+    return {tokens, tokens <= 96 ? 3 : 2};
+}
+
+/* The folded-scale kernel with its two tensor maps (the activations' boxes 64 columns x tokens in
+ * the 128-byte swizzle, the weights' 64 consumer_wgs rows x one step), encoded into p. False where
+ * k is not a multiple of 32 (the weights' row pitch must be 16 bytes) or the driver refuses a map. */
+bool plan_wgmma_fold(const ApplyArgs &a, int refuse, ApplyPlan *p)
+{
+    const FoldTile w = fold_tile(a.m);
+    if (a.k % 32 != 0 || (refuse & (RADIANCE_GPU_TEST_REFUSE_XMAP | RADIANCE_GPU_TEST_REFUSE_WMAP)) ||
+        rad_tma_encode_2d(&p->xmap, a.x, 2, (uint64_t)a.m, (uint64_t)a.k, w.tokens, 64, 1) != 0 ||
+        rad_tma_encode_2d(&p->wmap, a.packed, 4, (uint64_t)a.n, (uint64_t)(a.k / 8), 64 * w.consumer_wgs, kStepWords,
+                          0) != 0) {
+        memset(&p->xmap, 0, sizeof p->xmap);
+        memset(&p->wmap, 0, sizeof p->wmap);
+        return false;
+    }
+    p->path = ApplyPath::kWgmmaFold;
+    p->tokens = w.tokens;
+    p->consumer_wgs = w.consumer_wgs;
+    return true;
+}
+
 /* Shared-activation stream kernel (kStreamSharedX): from this many tokens, where one warp load of
  * the activations from global memory touches more than 8 L1 lines (2 per token: a lane reads 16
  * bytes at column 32 t + 8 i of its token, so the 4 lanes of a token span 256 bytes), while the
@@ -190,8 +231,12 @@ ApplyPlan make_plan(const ApplyArgs &a, int refuse)
     if (a.m <= 16 && big_groups && !(refuse & RADIANCE_GPU_TEST_NO_SHARED_X) &&
         plan_stream_split_k(a, kSharedXMinWarps, &p))
         return p;
-    /* more than 32 tokens: the warp-specialized kernel with the smallest wgmma n that holds m (256
-     * beyond), where both tensor maps are granted (seventh round, docs/PERF_LOG.md) */
+    /* more than 32 tokens (9-32 for groups under 128, which the kernels below serve only by
+     * mma.sync): the group scale folded into the dequantized weights, so no warpgroup drains its
+     * wgmmas between groups (issue 22, docs/PERF_LOG.md); else, where a tensor map is refused,
+     * the warp-specialized kernel with the running scale, then the older wgmma kernels */
+    const bool fold_ok = !(refuse & RADIANCE_GPU_TEST_NO_WGMMA) && wgmma_built();
+    if ((a.m > 32 || !big_groups) && fold_ok && plan_wgmma_fold(a, refuse, &p)) return p;
     if (a.m > 32 && wgmma() && plan_wgmma_ws(a, ws_tile(a.m), refuse, &p)) return p;
     const int tokens = a.m <= 16 ? 16 : a.m <= 32 ? 32 : a.m <= 64 ? 64 : 128;
     if (wgmma() && plan_wgmma(a, tokens, refuse, &p)) return p;
@@ -211,6 +256,7 @@ rad_error_t launch(const ApplyArgs &a, const ApplyPlan &p)
     case ApplyPath::kWgmma: return launch_wgmma(a, p);
     case ApplyPath::kWmma: return launch_wmma(a, p);
     case ApplyPath::kStreamSharedX: return launch_stream_shared_x(a, p);
+    case ApplyPath::kWgmmaFold: return launch_wgmma_fold(a, p);
     }
     return (rad_error_t)RADIANCE_GPU_EINVAL;
 }

@@ -45,6 +45,8 @@ enum class ApplyPath {
     kWgmma,  /* sm_90a warpgroup MMA fed by TMA (G >= 128): apply_wgmma.hip */
     kStreamSharedX, /* kStream with the activations in shared memory, one block per SM: apply_stream.hip */
     kWmma,   /* AMD RDNA3/RDNA4 WMMA through the rad_wmma layer (wmma.h): apply_wmma.hip */
+    kWgmmaFold, /* sm_90a wgmma, the group scale folded into the dequantized weights (many tokens, any
+                 * group): apply_wgmma_fold.hip */
 };
 
 /* kStream: how a warp reads the activations of its tokens. From global memory (through L1), lanes
@@ -105,6 +107,7 @@ rad_error_t launch_stream(const ApplyArgs &a, const ApplyPlan &p);
 rad_error_t launch_wgmma(const ApplyArgs &a, const ApplyPlan &p);
 rad_error_t launch_wmma(const ApplyArgs &a, const ApplyPlan &p);
 rad_error_t launch_stream_shared_x(const ApplyArgs &a, const ApplyPlan &p);
+rad_error_t launch_wgmma_fold(const ApplyArgs &a, const ApplyPlan &p);
 
 /* kStreamSharedX for 8 token_tiles tokens at most (m <= 8 token_tiles), super_step steps per ring
  * slot: fills p and returns true where the activations (16 k bytes per 8 tokens) fit in the
