@@ -366,7 +366,7 @@ def main():
         lines.append(f"{'head':>13} | " + " | ".join(f"{p:>16}" for p in peer_names))
         for head, worst in results["worst"].items():
             lines.append(f"{head:>13} | " + " | ".join(
-                f"{worst[p]['ratio']:>5.2f}x at {worst[p]['m']:>4}" if p in worst else f"{'n/a':>16}"
+                f"{worst[p]['ratio']:>6.2f}x at {worst[p]['m']:>5}" if p in worst else f"{'n/a':>16}"
                 for p in peer_names))
     if args.quantize or args.only_quantize:
         rows, floor_us = bench_quantize(248320, 5120, read_gbs)
