@@ -17,7 +17,7 @@
  *   m 9-32, G >= 128, sm_90a (else)          wgmma, 16-32 tokens  apply_wgmma.hip
  *   m > 32 (any G), or m 9-32 and G < 128,   wgmma, the scale     apply_wgmma_fold.hip
  *     sm_90a, k % 32 == 0                    folded into the
- *                                            weights, 16-192
+ *                                            weights, 16-256
  *                                            tokens, persistent
  *   m > 32, G >= 128, sm_90a, where the      wgmma, warp-         apply_wgmma.hip
  *     fold's plan was refused                specialized, 64-256
@@ -120,20 +120,20 @@ bool plan_wgmma_ws(const ApplyArgs &a, WsTile w, int refuse, ApplyPlan *p)
 }
 
 /* A tile of the folded-scale wgmma kernel (apply_wgmma_fold.hip): tokens per tile and consumer
- * warpgroups of 64 rows. The tokens are split into equal chunks of at most 192 (the largest tile
- * whose accumulators fit in registers), each rounded up to 16 up to 32 tokens and to 32 beyond,
- * so that no token count wastes more than 31 tokens per chunk (256 tokens: two chunks of 128, 384:
- * two of 192); 3 consumer warpgroups up to 96 tokens, 2 beyond (registers, the kernel's header). */
+ * warpgroups of 64 rows. The tokens are split into equal chunks of at most 256 (the largest wgmma
+ * n), each rounded up to 16 up to 32 tokens and to 32 beyond, so that no token count wastes more
+ * than 31 tokens per chunk (384 tokens: two chunks of 192, not two of 256); 3 consumer warpgroups
+ * (192 rows: less activation traffic per row) where their accumulators fit, up to 160 tokens. */
 struct FoldTile {
     int tokens, consumer_wgs;
 };
 
 FoldTile fold_tile(int64_t m)
 {
-    const int64_t chunks = (m + 191) / 192;
+    const int64_t chunks = (m + 255) / 256;
     const int64_t per = (m + chunks - 1) / chunks;
     const int tokens = per <= 16 ? 16 : per <= 32 ? 32 : (int)((per + 31) / 32 * 32);
-    return {tokens, tokens <= 96 ? 3 : 2};
+    return {tokens, tokens <= 160 ? 3 : 2};
 }
 
 /* The folded-scale kernel with its two tensor maps (the activations' boxes 64 columns x tokens in

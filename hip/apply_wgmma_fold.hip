@@ -21,7 +21,7 @@
  * A tile is 64 CWG rows x TOKENS tokens; blocks are persistent (one per SM, tiles blockIdx.x, +
  * gridDim.x, ...), and the producer runs on into the next tile's steps while the consumers write
  * a tile out, so heads with few steps per row (k <= 1024) keep the ring full across tiles. The
- * planner (apply.hip, fold_tile) splits the tokens into equal chunks of at most 192, each rounded
+ * planner (apply.hip, fold_tile) splits the tokens into equal chunks of at most 256, each rounded
  * up to 32, so no token count wastes more than 31 tokens per chunk.
  */
 #include "apply_common.h"
@@ -33,7 +33,7 @@ namespace radiance {
 namespace {
 
 template <int V>
-struct FoldSet { /* which half of a step (and of the two fragment sets), as a compile-time index */
+struct FoldSet { /* a compile-time index: which half of a step (and fragment set); the last half */
     static constexpr int value = V;
 };
 
@@ -50,7 +50,7 @@ struct FoldCfg {
      * 2 x 128 x 232 + 128 x 40 = 64512; 3: 3 x 128 x 160 + 128 x 24 = 64512 */
     static constexpr int consumer_regs = CWG == 2 ? 232 : 160;
     static constexpr int producer_regs = CWG == 2 ? 40 : 24;
-    static_assert(CWG == 3 ? TOKENS <= 96 : TOKENS <= 192, "the accumulators spill beyond this (see the kernel)");
+
 };
 
 #if defined(RAD_HAS_WGMMA)
@@ -115,11 +115,9 @@ __device__ __forceinline__ void fold_pin(float (&acc)[NA])
 }
 #endif
 
-/* Template parameters: TOKENS, the wgmma's n (16 to 192 with an accumulator shape in ptx_sm90.h);
- * CWG, consumer warpgroups of 64 rows. Registers decide both (nvcc 13.0, sm_90a, -Xptxas -v):
- * with the accumulators pinned across loop iterations (one group in flight), 3 consumers hold 96
- * tokens and 2 hold 192 without spilling; 3 x 128 spilled 64 bytes, 2 x 224 256 and 2 x 256 504
- * (the accumulators to local memory). */
+/* Template parameters: TOKENS, the wgmma's n (16 to 256 with an accumulator shape in ptx_sm90.h);
+ * CWG, consumer warpgroups of 64 rows. Registers decide the pairs (nvcc 13.0, sm_90a, -Xptxas -v,
+ * no spills): 3 consumers (160 registers each) up to 160 tokens, 2 (232) up to 256. */
 template <int TOKENS, int CWG>
 __global__ void __launch_bounds__(128 * (CWG + 1), 1)
 apply_wgmma_fold_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const uint16_t *__restrict__ scales,
@@ -199,8 +197,9 @@ apply_wgmma_fold_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, co
          * group before it waited for, so that one group stays in flight while the next half is
          * built, and (H = 0) the slot of step s - 1, whose last wgmmas that was, released by each
          * warp */
-        auto half = [&](int s, auto h) __attribute__((always_inline)) {
+        auto half = [&](int s, auto h, auto last) __attribute__((always_inline)) {
             constexpr int H = decltype(h)::value;
+            constexpr bool LAST = decltype(last)::value == 1;
             const int pos = base0 + s;
             const unsigned char *st = smem + (pos % S) * Cfg::stage_bytes;
             if (H == 0) rad_mbarrier_wait(fullbar + pos % S, phase0 ^ ((unsigned)(pos / S) & 1u));
@@ -215,15 +214,20 @@ apply_wgmma_fold_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, co
                 rad_wgmma_rs(acc, afr[H][j], bdesc + (uint64_t)(((sl >> 2) * TOKENS * 128 + (sl & 3) * 32) >> 4), 1);
             }
             rad_wgmma_commit();
-            rad_wgmma_wait<1>();
+            if (LAST) rad_wgmma_wait<0>();
+            else rad_wgmma_wait<1>();
             fold_pin(acc);
             if (H == 0 && s > 0 && lane == 0) rad_mbarrier_arrive(emptybar + (pos - 1) % S);
         };
-        for (int s = 0; s < nsteps; s++) {
-            half(s, FoldSet<0>());
-            half(s, FoldSet<1>());
+        /* the last half waits for every group: the compiler may copy the accumulators to other
+         * registers once the loop is left (seen in the SASS), which must not happen while a group
+         * still writes them */
+        for (int s = 0; s + 1 < nsteps; s++) {
+            half(s, FoldSet<0>(), FoldSet<0>());
+            half(s, FoldSet<1>(), FoldSet<0>());
         }
-        rad_wgmma_wait<0>();
+        half(nsteps - 1, FoldSet<0>(), FoldSet<0>());
+        half(nsteps - 1, FoldSet<1>(), FoldSet<1>());
         if (lane == 0) rad_mbarrier_arrive(emptybar + (base0 + nsteps - 1) % S);
 
 #pragma unroll
@@ -267,9 +271,11 @@ rad_error_t launch_fold(const ApplyArgs &a, const ApplyPlan &p)
     X(32, 3)              \
     X(64, 3)              \
     X(96, 3)              \
-    X(128, 2)             \
-    X(160, 2)             \
-    X(192, 2)
+    X(128, 3)             \
+    X(160, 3)             \
+    X(192, 2)             \
+    X(224, 2)             \
+    X(256, 2)
 
 rad_error_t launch_wgmma_fold(const ApplyArgs &a, const ApplyPlan &p)
 {
