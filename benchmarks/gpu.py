@@ -202,7 +202,7 @@ def make_peers(names, n, k, group, l2):
     return out
 
 
-def rounds(fns, x, outs, budget_s=0.25):
+def rounds(fns, x, outs, budget_s):
     """The table's timing method (module docstring): µs per callable, median over rounds."""
     names = list(fns)
     for name in names:  # warm-up, run-time compilation included (Humming's NVRTC kernels)
@@ -295,6 +295,8 @@ def main():
     parser.add_argument("--m", default=TOKENS)
     parser.add_argument("--peers", default="bf16,fp8,humming")
     parser.add_argument("--out", default=".")
+    parser.add_argument("--round-budget", type=float, default=0.25,
+                        help="seconds of rounds per cell (7 rounds at least, 40 at most)")
     parser.add_argument("--quantize", action="store_true", help="also time quantize_rows")
     parser.add_argument("--only-quantize", action="store_true", help="skip the apply table")
     args = parser.parse_args()
@@ -336,7 +338,7 @@ def main():
         for m in ms:
             x = torch.randn(m, k, device=DEV, dtype=torch.bfloat16)
             outs = {name: torch.empty(m, n, device=DEV, dtype=torch.bfloat16) for name in fns}
-            t = rounds(fns, x, outs)
+            t = rounds(fns, x, outs, args.round_budget)
             moved = head_bytes + m * k * 2 + m * n * 2
             floor_us = max(moved / (read_gbs * 1e3), 2 * m * n * k / (mm_tflops * 1e6))
             row = {"head": head, "m": m, "radiance_us": t["radiance"], "roofline_pct": 100 * floor_us / t["radiance"]}
