@@ -14,7 +14,7 @@ CUDA events, the order rotated from round to round; the median over the rounds. 
 over copies wherever one set would sit in L2. Prints µs, the roofline fraction (the larger of the
 bytes over the measured read bandwidth and the flops over the measured bf16 matmul rate, over the
 time) and peer / radiance ratios, then per head the worst ratio against each peer. Writes
-results.md, results.json and a plot into --out. --quantize adds quantize_rows beside the seed
+results.md and results.json (and with --plot apply.png) into --out. --quantize adds quantize_rows beside the seed
 algorithm in plain torch.
 """
 
@@ -298,6 +298,9 @@ def main():
     parser.add_argument("--round-budget", type=float, default=0.25,
                         help="seconds of rounds per cell (7 rounds at least, 40 at most)")
     parser.add_argument("--quantize", action="store_true", help="also time quantize_rows")
+    parser.add_argument("--plot", action="store_true",
+                        help="also draw apply.png (matplotlib's first import on a fresh machine outlasted a "
+                             "150 s limit once)")
     parser.add_argument("--only-quantize", action="store_true", help="skip the apply table")
     args = parser.parse_args()
     os.makedirs(args.out, exist_ok=True)
@@ -391,7 +394,7 @@ def main():
         fh.write(text)
     with open(os.path.join(args.out, "results.json"), "w") as fh:
         json.dump(results, fh, indent=1)
-    if results["apply"]:
+    if results["apply"] and args.plot:
         plot(results, os.path.join(args.out, "apply.png"))
 
 
