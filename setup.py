@@ -24,7 +24,8 @@ from setuptools.command.build_ext import build_ext
 HERE = os.path.dirname(os.path.abspath(__file__))
 # hip/*.hip of the library (the kernel variants of benchmarks/harness/ are not in it)
 HIP_SOURCES = ["hip/runtime.hip", "hip/quantize.hip", "hip/apply.hip", "hip/apply_vector.hip", "hip/apply_mma.hip",
-               "hip/apply_stream.hip", "hip/apply_wgmma.hip", "hip/apply_wgmma_fold.hip", "hip/apply_wmma.hip"]
+               "hip/apply_stream.hip", "hip/apply_wgmma_pipe.hip", "hip/apply_wgmma_ws.hip",
+               "hip/apply_wgmma_fold.hip", "hip/apply_wmma.hip"]
 
 
 def log(message):
@@ -70,7 +71,7 @@ def gpu_archs(backend):
 
 
 def compile_flags(backend, archs):
-    common = ["-O3", "-std=c++17", "-I", os.path.join(HERE, "hip"), "-I", os.path.join(HERE, "csrc")]
+    common = ["-O3", "-std=c++17", "-I", os.path.join(HERE, "hip"), "-I", os.path.join(HERE, "csrc", "include")]
     if backend == "rocm":
         return common + ["-fPIC"] + [f"--offload-arch={a}" for a in archs]
     flags = common + ["-x", "cu", "-Xcompiler", "-fPIC", "-Xptxas", "-warn-spills"]
@@ -95,7 +96,6 @@ class BuildExt(build_ext):
             objects = self.compile_gpu(backend, compiler, archs)
             ext.extra_objects += objects
             ext.define_macros.append(("RADIANCE_WITH_GPU", "1"))
-            ext.include_dirs.append(os.path.join(HERE, "hip"))
             bindir = os.path.dirname(os.path.realpath(compiler))
             if backend == "cuda":
                 libdir = self.cuda_libdir(bindir)
@@ -147,13 +147,15 @@ if os.environ.get("RADIANCE_SANITIZE"):  # the ASan/UBSan debug build that CI ru
 extension = Extension(
     "radiance._C",
     sources=["csrc/module.c", "csrc/tensor_view.c", "csrc/cpu_kernels.c"],
-    include_dirs=[numpy.get_include(), os.path.join(HERE, "csrc")],
+    # csrc/include: the contract headers (radiance/format.h, radiance/radiance_gpu.h) that hip/ includes too
+    include_dirs=[numpy.get_include(), os.path.join(HERE, "csrc"), os.path.join(HERE, "csrc", "include")],
     define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_25_API_VERSION"),
                    ("NPY_TARGET_VERSION", "NPY_1_25_API_VERSION")],
     extra_compile_args=c_flags,
     extra_link_args=["-pthread"] + (["-fsanitize=address,undefined"]
                                     if os.environ.get("RADIANCE_SANITIZE") else []),
-    depends=["csrc/cpu_kernels.h", "csrc/format.h", "csrc/tensor_view.h", "csrc/dlpack.h", "hip/radiance_gpu.h"],
+    depends=["csrc/cpu_kernels.h", "csrc/tensor_view.h", "csrc/dlpack.h", "csrc/include/radiance/format.h",
+             "csrc/include/radiance/radiance_gpu.h"],
 )
 
 setup(ext_modules=[extension], cmdclass={"build_ext": BuildExt})

@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "format.h" /* enum rad_dtype, enum rad_clip, group sizes */
+#include "radiance/format.h" /* enum rad_dtype, enum rad_clip, group sizes */
 
 /* Threads the CPU kernels use: RADIANCE_NUM_THREADS if set, else the CPUs this process may use. */
 int rad_cpu_threads(void);

@@ -4,7 +4,7 @@
  * Every function turns its arguments into rad_views (tensor_view.c), checks shapes, dtypes and
  * devices with messages that name the argument, releases the GIL around the work and turns
  * every failure into a Python exception. Host memory runs the C kernels of cpu_kernels.c; GPU
- * memory runs the kernels of hip/ through hip/radiance_gpu.h (in GPU builds only).
+ * memory runs the kernels of hip/ through csrc/include/radiance/radiance_gpu.h (in GPU builds only).
  *
  * Longer than 700 lines on purpose: it is the one place where Python arguments become C values,
  * for five entry points that share the same converters (group_size, clip, stream), the overlap and
@@ -18,7 +18,7 @@
 #include "cpu_kernels.h"
 
 #ifdef RADIANCE_WITH_GPU
-#include "radiance_gpu.h"
+#include "radiance/radiance_gpu.h"
 #endif
 
 #define MAX_VIEWS 5

@@ -12,7 +12,7 @@
 #include <stdint.h>
 
 #include "dlpack.h"
-#include "format.h"
+#include "radiance/format.h"
 
 /* Element types; the first three are enum rad_dtype of format.h, so that a view's dtype goes to
  * the kernels as it is. */

@@ -10,16 +10,16 @@
  *     beside 16 warps' rings
  *   m <= 4; or m 5-8 with x not fitting and  stream              apply_stream.hip
  *     (m <= 6 or k < 2048), G >= 128
- *   m 7-8 and k >= 2048, G >= 128, sm_90a,   wgmma, 8 tokens      apply_wgmma.hip
+ *   m 7-8 and k >= 2048, G >= 128, sm_90a,   wgmma, 8 tokens      apply_wgmma_pipe.hip
  *     x not fitting
  *   m 9-16, G >= 128, sm_90, the halves of   stream, k split over apply_stream.hip
  *     x fit beside 16 warps' rings           a cluster pair
- *   m 9-32, G >= 128, sm_90a (else)          wgmma, 16-32 tokens  apply_wgmma.hip
+ *   m 9-32, G >= 128, sm_90a (else)          wgmma, 16-32 tokens  apply_wgmma_pipe.hip
  *   m > 32 (any G), or m 9-32 and G < 128,   wgmma, the scale     apply_wgmma_fold.hip
  *     sm_90a, k % 32 == 0                    folded into the
  *                                            weights, 16-256
  *                                            tokens, persistent
- *   m > 32, G >= 128, sm_90a, where the      wgmma, warp-         apply_wgmma.hip
+ *   m > 32, G >= 128, sm_90a, where the      wgmma, warp-         apply_wgmma_ws.hip
  *     fold's plan was refused                specialized, 64-256
  *                                            tokens, persistent
  *   m > 8 elsewhere                          tiled mma.sync       apply_mma.hip
@@ -36,9 +36,10 @@
 #include <string.h>
 
 #include "apply_paths.h"
+#include "apply_plan.h"
 #include "compat.h"
-#include "format.h"
-#include "radiance_gpu.h"
+#include "radiance/format.h"
+#include "radiance/radiance_gpu.h"
 #include "runtime.h"
 
 namespace radiance {
@@ -70,19 +71,12 @@ bool plan_wgmma(const ApplyArgs &a, int tokens, int refuse, ApplyPlan *p)
     return true;
 }
 
-/* A tile of the warp-specialized wgmma kernel (apply_wgmma.hip): tokens (64 to 256 in steps of
- * 32), consumer warpgroups of 64 rows, A-fragment sets, persistent blocks or one per tile. */
-struct WsTile {
-    int tokens, consumer_wgs, a_sets;
-    bool persistent;
-};
-
 /* The library's tile for m > 32 tokens: the smallest token count in 32s that holds m (256 beyond,
  * in chunks), with the consumer warpgroups (3 where their accumulators fit in 160 registers, up
  * to 160 tokens), A-fragment sets and persistence that timed best for that count on the H200
  * (248320 x 5120, docs/PERF_LOG.md seventh round, run 35; differences of 1-4 % between the
  * persistent and per-tile grids are within run-to-run noise there). The library build holds
- * exactly these tiles (RAD_WS_LIBRARY in apply_wgmma.hip). */
+ * exactly these tiles (RAD_WS_LIBRARY in apply_wgmma_ws.hip). */
 WsTile ws_tile(int64_t m)
 {
     const int tokens = m >= 256 ? 256 : (int)(m <= 64 ? 64 : (m + 31) / 32 * 32);
@@ -97,8 +91,8 @@ WsTile ws_tile(int64_t m)
     }
 }
 
-/* The warp-specialized kernel with tile `w` and its two tensor maps, encoded into p. False where
- * the driver refuses a map (the caller then takes plan_wgmma, whose fallbacks copy without TMA). */
+} // namespace
+
 bool plan_wgmma_ws(const ApplyArgs &a, WsTile w, int refuse, ApplyPlan *p)
 {
     if ((refuse & (RADIANCE_GPU_TEST_REFUSE_XMAP | RADIANCE_GPU_TEST_REFUSE_WMAP)) ||
@@ -109,25 +103,19 @@ bool plan_wgmma_ws(const ApplyArgs &a, WsTile w, int refuse, ApplyPlan *p)
         memset(&p->wmap, 0, sizeof p->wmap);
         return false;
     }
-    p->path = ApplyPath::kWgmma;
+    p->path = ApplyPath::kWgmmaWs;
     p->tokens = w.tokens;
-    p->copy = kCopyTma;
-    p->warp_specialized = true;
     p->consumer_wgs = w.consumer_wgs;
     p->a_sets = w.a_sets;
     p->blocks = w.persistent ? 1 : 0;
     return true;
 }
 
-/* A tile of the folded-scale wgmma kernel (apply_wgmma_fold.hip): tokens per tile and consumer
- * warpgroups of 64 rows. The tokens are split into equal chunks of at most 256 (the largest wgmma
- * n), each rounded up to 16 up to 32 tokens and to 32 beyond, so that no token count wastes more
- * than 31 tokens per chunk (384 tokens: two chunks of 192, not two of 256); 3 consumer warpgroups
- * (192 rows: less activation traffic per row) where their accumulators fit, up to 160 tokens. */
-struct FoldTile {
-    int tokens, consumer_wgs;
-};
-
+/* The library's tile of the folded-scale kernel for m tokens: the tokens split into equal chunks
+ * of at most 256 (the largest wgmma n), each rounded up to 16 up to 32 tokens and to 32 beyond, so
+ * that no token count wastes more than 31 tokens per chunk (384 tokens: two chunks of 192, not two
+ * of 256); 3 consumer warpgroups (192 rows: less activation traffic per row) where their
+ * accumulators fit, up to 160 tokens, else 2. */
 FoldTile fold_tile(int64_t m)
 {
     const int64_t chunks = (m + 255) / 256;
@@ -136,12 +124,8 @@ FoldTile fold_tile(int64_t m)
     return {tokens, tokens <= 160 ? 3 : 2};
 }
 
-/* The folded-scale kernel with its two tensor maps (the activations' boxes 64 columns x tokens in
- * the 128-byte swizzle, the weights' 64 consumer_wgs rows x one step), encoded into p. False where
- * k is not a multiple of 32 (the weights' row pitch must be 16 bytes) or the driver refuses a map. */
-bool plan_wgmma_fold(const ApplyArgs &a, int refuse, ApplyPlan *p)
+bool plan_wgmma_fold(const ApplyArgs &a, FoldTile w, int refuse, ApplyPlan *p)
 {
-    const FoldTile w = fold_tile(a.m);
     if (a.k % 32 != 0 || (refuse & (RADIANCE_GPU_TEST_REFUSE_XMAP | RADIANCE_GPU_TEST_REFUSE_WMAP)) ||
         rad_tma_encode_2d(&p->xmap, a.x, 2, (uint64_t)a.m, (uint64_t)a.k, w.tokens, 64, 1) != 0 ||
         rad_tma_encode_2d(&p->wmap, a.packed, 4, (uint64_t)a.n, (uint64_t)(a.k / 8), 64 * w.consumer_wgs, kStepWords,
@@ -155,6 +139,8 @@ bool plan_wgmma_fold(const ApplyArgs &a, int refuse, ApplyPlan *p)
     p->consumer_wgs = w.consumer_wgs;
     return true;
 }
+
+namespace {
 
 /* Shared-activation stream kernel (kStreamSharedX): from this many tokens, where one warp load of
  * the activations from global memory touches more than 8 L1 lines (2 per token: a lane reads 16
@@ -192,7 +178,8 @@ bool plan_wmma(const ApplyArgs &a, int refuse, ApplyPlan *p)
     return true;
 }
 
-/* The automatic choice (docs/PERF_LOG.md has the H200 measurements behind each threshold). */
+} // namespace
+
 ApplyPlan make_plan(const ApplyArgs &a, int refuse)
 {
     ApplyPlan p;
@@ -236,7 +223,7 @@ ApplyPlan make_plan(const ApplyArgs &a, int refuse)
      * wgmmas between groups (issue 22, docs/PERF_LOG.md); else, where a tensor map is refused,
      * the warp-specialized kernel with the running scale, then the older wgmma kernels */
     const bool fold_ok = !(refuse & RADIANCE_GPU_TEST_NO_WGMMA) && wgmma_built();
-    if ((a.m > 32 || !big_groups) && fold_ok && plan_wgmma_fold(a, refuse, &p)) return p;
+    if ((a.m > 32 || !big_groups) && fold_ok && plan_wgmma_fold(a, fold_tile(a.m), refuse, &p)) return p;
     if (a.m > 32 && wgmma() && plan_wgmma_ws(a, ws_tile(a.m), refuse, &p)) return p;
     const int tokens = a.m <= 16 ? 16 : a.m <= 32 ? 32 : a.m <= 64 ? 64 : 128;
     if (wgmma() && plan_wgmma(a, tokens, refuse, &p)) return p;
@@ -246,7 +233,7 @@ ApplyPlan make_plan(const ApplyArgs &a, int refuse)
     return p;
 }
 
-rad_error_t launch(const ApplyArgs &a, const ApplyPlan &p)
+rad_error_t launch_plan(const ApplyArgs &a, const ApplyPlan &p)
 {
     switch (p.path) {
     case ApplyPath::kVector: return launch_vector(a, p);
@@ -254,6 +241,7 @@ rad_error_t launch(const ApplyArgs &a, const ApplyPlan &p)
     case ApplyPath::kTile: return launch_tile(a, p);
     case ApplyPath::kStream: return launch_stream(a, p);
     case ApplyPath::kWgmma: return launch_wgmma(a, p);
+    case ApplyPath::kWgmmaWs: return launch_wgmma_ws(a, p);
     case ApplyPath::kWmma: return launch_wmma(a, p);
     case ApplyPath::kStreamSharedX: return launch_stream_shared_x(a, p);
     case ApplyPath::kWgmmaFold: return launch_wgmma_fold(a, p);
@@ -261,8 +249,6 @@ rad_error_t launch(const ApplyArgs &a, const ApplyPlan &p)
     return (rad_error_t)RADIANCE_GPU_EINVAL;
 }
 
-/* The checks of radiance_gpu_apply (radiance_gpu.h): 0 or RADIANCE_GPU_EINVAL. An empty output
- * (m or n zero) needs no pointers. */
 int check_args(const uint16_t *x, int64_t m, int64_t k, const int32_t *packed, const uint16_t *scales,
                const uint16_t *bias, int64_t n, int group_size, uint16_t *out)
 {
@@ -276,7 +262,8 @@ int check_args(const uint16_t *x, int64_t m, int64_t k, const int32_t *packed, c
     return 0;
 }
 
-} // namespace
+int test_refuse_flags(void) { return g_test_refuse.load(std::memory_order_relaxed); }
+
 } // namespace radiance
 
 extern "C" int radiance_gpu_apply(const uint16_t *x, int64_t m, int64_t k, const int32_t *packed,
@@ -287,7 +274,7 @@ extern "C" int radiance_gpu_apply(const uint16_t *x, int64_t m, int64_t k, const
     const int bad = check_args(x, m, k, packed, scales, bias, n, group_size, out);
     if (bad != 0 || m == 0 || n == 0) return bad;
     const ApplyArgs a = {x, m, k, packed, scales, bias, n, group_size, out, (rad_stream_t)stream};
-    return (int)launch(a, make_plan(a, g_test_refuse.load(std::memory_order_relaxed)));
+    return (int)launch_plan(a, make_plan(a, test_refuse_flags()));
 }
 
 extern "C" int radiance_gpu_test_refuse(int flags)
@@ -295,195 +282,3 @@ extern "C" int radiance_gpu_test_refuse(int flags)
     radiance::wmma_forget_checks();
     return radiance::g_test_refuse.exchange(flags);
 }
-
-#if defined(RADIANCE_KERNEL_VARIANTS)
-/* ------------------------------------------------------------------------------------------ */
-/* The benchmark build: every kernel by number, for benchmarks/harness/gpu_kernels.py (VARIANTS  */
-/* there). Not in radiance_gpu.h and not in the library setup.py builds.                       */
-/* ------------------------------------------------------------------------------------------ */
-namespace radiance {
-namespace {
-
-enum {
-    kAuto = 0,
-    kVector = 1,
-    kMma1x1 = 2,
-    kTile2x2 = 3,
-    kTile2x4 = 4,
-    kTile2x8 = 5,
-    kStream = 6,
-    kStreamM2 = 7,
-    kWgmma32 = 8,
-    kWgmma64 = 9,
-    kWgmmaTma32 = 10,
-    kWgmmaTma64 = 11,
-    kWgmmaRs128 = 12,
-    kWgPipe32 = 13,
-    kWgPipe64 = 14,
-    kWgPipeRs128 = 15,
-    kWgPipe16 = 16,
-    kWgQuad8 = 17,
-    kWgQuad16 = 18,
-    kWgQuad32 = 19,
-    kStreamSkipX = 20,
-    kStreamXs = 21,
-    /* 22, 23: streamxs2, streamxs2ss2 (16 tokens, deleted: docs/PERF_LOG.md, run 31) */
-    kStreamXsBal = 24,
-    /* 30-39, 60-68: the warp-specialized wgmma kernel (docs/PERF_LOG.md, seventh round), named
-     * ws<consumer warpgroups><s: one A-fragment set, d: two><tokens><p: persistent, n: a block per tile> */
-    kWs3d64p = 30,
-    kWs3d64n = 31,
-    kWs2d64p = 32,
-    kWs2d96p = 33,
-    kWs2d96n = 34,
-    kWs3s128p = 35,
-    kWs3s128n = 36,
-    kWs2d128p = 37,
-    kWs2s160p = 38,
-    kWs2s160n = 39,
-    /* 40-49: the stream kernel's 9-16-token and M = 1 experiments (issue 14, 2026-12-01) */
-    kStreamSplitK = 40,
-    kStreamSplitK2c = 41, /* kStreamSplitK on 2 clusters: many units per warp at the check's sizes */
-    kStreamWhole = 44, /* kStream (clamp), k % 512 == 0: no step tested against k inside a super-step */
-    /* 42, 43, 45-49: streamsplitkc, streamsplitkc2c, streampitch, streampair, streamsplitkp,
-     * streamsplitkp2c, streamxsp; 50-52: vector2 (the round-2 vector kernel), vectordeep,
-     * vectorstaged. Deleted, slower than the kernels the plan takes: docs/PERF_LOG.md seventh round */
-    kWs3s160p = 60,
-    kWs3s160n = 61,
-    kWs2s192p = 62,
-    kWs2s192n = 63,
-    kWs2s224p = 64,
-    kWs2s224n = 65,
-    kWs2s256p = 66,
-    kWs2s256n = 67,
-    kWs2d256n = 68,
-    kVariants = 70
-};
-
-/* The wgmma kernel with exactly this copy mode, or false where it cannot run here. */
-bool variant_wgmma(const ApplyArgs &a, int tokens, int copy, int halves, ApplyPlan *p)
-{
-    if (a.group < 128 || !wgmma_built()) return false;
-    p->path = ApplyPath::kWgmma;
-    p->tokens = tokens;
-    p->copy = copy;
-    p->halves = halves;
-    p->running_scale = tokens == 128;
-    if (copy >= kCopyTmaX && rad_tma_encode_2d(&p->xmap, a.x, 2, (uint64_t)a.m, (uint64_t)a.k, tokens, 64, 1) != 0)
-        return false;
-    if (copy == kCopyTma && rad_tma_encode_2d(&p->wmap, a.packed, 4, (uint64_t)a.n, (uint64_t)(a.k / 8), kWgmmaRows,
-                                              kStepWords, 0) != 0)
-        return false;
-    return true;
-}
-
-/* The warp-specialized wgmma kernel with exactly this tile, or false where it cannot run here. */
-bool variant_ws(const ApplyArgs &a, WsTile w, ApplyPlan *p)
-{
-    return a.group >= 128 && wgmma_built() && plan_wgmma_ws(a, w, 0, p);
-}
-
-/* The plan of a variant: 0, RADIANCE_GPU_ENOFIT where the variant cannot run here (no mma.sync,
- * G < 128 for the stream and wgmma kernels, no sm_90a kernel, a tensor map refused). */
-int variant_plan(const ApplyArgs &a, int variant, ApplyPlan *p)
-{
-    memset(p, 0, sizeof *p);
-    if (variant == kAuto) {
-        *p = make_plan(a, g_test_refuse.load(std::memory_order_relaxed));
-        return 0;
-    }
-    if (variant == kVector) {
-        p->path = ApplyPath::kVector;
-        return 0;
-    }
-    if (per_device_cached<rad_device_sm>() < 80) return RADIANCE_GPU_ENOFIT;
-    const bool big_groups = a.group >= 128;
-    bool ok = true;
-    switch (variant) {
-    case kMma1x1: p->path = ApplyPath::kMma; p->row_tiles = p->token_tiles = 1; break;
-    case kTile2x2: p->path = ApplyPath::kTile; p->row_tiles = 2; p->token_tiles = 2; break;
-    case kTile2x4: p->path = ApplyPath::kTile; p->row_tiles = 2; p->token_tiles = 4; break;
-    case kTile2x8: p->path = ApplyPath::kTile; p->row_tiles = 2; p->token_tiles = 8; break;
-    case kStream:
-    case kStreamM2:
-    case kStreamSkipX:
-        p->path = ApplyPath::kStream;
-        p->row_tiles = variant == kStreamM2 ? 2 : 1;
-        p->token_tiles = 1;
-        p->x_mode = variant == kStreamSkipX ? kXSkip : kXClamp;
-        ok = big_groups;
-        break;
-    case kStreamXs:
-    case kStreamXsBal:
-        /* at least 8 warps beside the activations (16 for the library's plan, make_plan); Bal:
-         * 12 to 16 warps, as many as split the head's 16-row units evenly over the grid */
-        ok = big_groups && plan_stream_shared_x(a, 1, 4, variant == kStreamXsBal ? 12 : 8, variant == kStreamXsBal, p);
-        break;
-    case kStreamWhole:
-        p->path = ApplyPath::kStream;
-        p->row_tiles = p->token_tiles = 1;
-        p->x_mode = kXClamp;
-        p->whole_super = true;
-        ok = big_groups && a.k % 512 == 0;
-        break;
-    case kStreamSplitK:
-    case kStreamSplitK2c:
-        /* 9-16 tokens (any m <= 16 runs), k halved over a cluster pair; at least 8 warps per block */
-        ok = big_groups && plan_stream_split_k(a, 8, p);
-        if (ok && variant == kStreamSplitK2c && p->blocks > 4) p->blocks = 4;
-        break;
-    case kWgmma32: ok = variant_wgmma(a, 32, kCopyAsync, 2, p); break;
-    case kWgmma64: ok = variant_wgmma(a, 64, kCopyAsync, 2, p); break;
-    case kWgmmaTma32: ok = variant_wgmma(a, 32, kCopyTmaX, 2, p); break;
-    case kWgmmaTma64: ok = variant_wgmma(a, 64, kCopyTmaX, 2, p); break;
-    case kWgmmaRs128: ok = variant_wgmma(a, 128, kCopyTmaX, 2, p); break;
-    case kWgPipe32: ok = variant_wgmma(a, 32, kCopyTma, 2, p); break;
-    case kWgPipe64: ok = variant_wgmma(a, 64, kCopyTma, 2, p); break;
-    case kWgPipeRs128: ok = variant_wgmma(a, 128, kCopyTma, 2, p); break;
-    case kWgPipe16: ok = variant_wgmma(a, 16, kCopyTma, 2, p); break;
-    case kWgQuad8: ok = variant_wgmma(a, 8, kCopyTma, 1, p); break;
-    case kWgQuad16: ok = variant_wgmma(a, 16, kCopyTma, 1, p); break;
-    case kWgQuad32: ok = variant_wgmma(a, 32, kCopyTma, 1, p); break;
-    case kWs3d64p: ok = variant_ws(a, {64, 3, 2, true}, p); break;
-    case kWs3d64n: ok = variant_ws(a, {64, 3, 2, false}, p); break;
-    case kWs2d64p: ok = variant_ws(a, {64, 2, 2, true}, p); break;
-    case kWs2d96p: ok = variant_ws(a, {96, 2, 2, true}, p); break;
-    case kWs2d96n: ok = variant_ws(a, {96, 2, 2, false}, p); break;
-    case kWs3s128p: ok = variant_ws(a, {128, 3, 1, true}, p); break;
-    case kWs3s128n: ok = variant_ws(a, {128, 3, 1, false}, p); break;
-    case kWs2d128p: ok = variant_ws(a, {128, 2, 2, true}, p); break;
-    case kWs2s160p: ok = variant_ws(a, {160, 2, 1, true}, p); break;
-    case kWs2s160n: ok = variant_ws(a, {160, 2, 1, false}, p); break;
-    case kWs3s160p: ok = variant_ws(a, {160, 3, 1, true}, p); break;
-    case kWs3s160n: ok = variant_ws(a, {160, 3, 1, false}, p); break;
-    case kWs2s192p: ok = variant_ws(a, {192, 2, 1, true}, p); break;
-    case kWs2s192n: ok = variant_ws(a, {192, 2, 1, false}, p); break;
-    case kWs2s224p: ok = variant_ws(a, {224, 2, 1, true}, p); break;
-    case kWs2s224n: ok = variant_ws(a, {224, 2, 1, false}, p); break;
-    case kWs2s256p: ok = variant_ws(a, {256, 2, 1, true}, p); break;
-    case kWs2s256n: ok = variant_ws(a, {256, 2, 1, false}, p); break;
-    case kWs2d256n: ok = variant_ws(a, {256, 2, 2, false}, p); break;
-    default: return RADIANCE_GPU_EINVAL;
-    }
-    return ok ? 0 : RADIANCE_GPU_ENOFIT;
-}
-
-} // namespace
-} // namespace radiance
-
-/* radiance_gpu_apply with the kernel chosen by number (0: the automatic plan). */
-extern "C" int radiance_gpu_apply_variant(int variant, const uint16_t *x, int64_t m, int64_t k,
-                                          const int32_t *packed, const uint16_t *scales, const uint16_t *bias,
-                                          int64_t n, int group_size, uint16_t *out, void *stream)
-{
-    using namespace radiance;
-    if (variant < 0 || variant >= kVariants) return RADIANCE_GPU_EINVAL;
-    const int bad = check_args(x, m, k, packed, scales, bias, n, group_size, out);
-    if (bad != 0 || m == 0 || n == 0) return bad;
-    const ApplyArgs a = {x, m, k, packed, scales, bias, n, group_size, out, (rad_stream_t)stream};
-    ApplyPlan p;
-    const int err = variant_plan(a, variant, &p);
-    if (err != 0) return err;
-    return (int)launch(a, p);
-}
-#endif /* RADIANCE_KERNEL_VARIANTS */

@@ -8,7 +8,7 @@
 #include <stdint.h>
 
 #include "compat.h"
-#include "format.h"
+#include "radiance/format.h"
 #include "ptx_sm80.h"
 
 namespace radiance {

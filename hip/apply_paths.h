@@ -5,7 +5,8 @@
  * choose nothing. The paths and when each is taken: docs/PERF_LOG.md, "How the dispatch decides".
  *
  * Builds with RADIANCE_KERNEL_VARIANTS (benchmarks/harness/gpu_kernels.py only, never setup.py)
- * also hold the measured alternatives that the planner never picks, for the kernel harness.
+ * also hold the measured alternatives that the planner never picks, for the kernel harness's
+ * variant table (benchmarks/harness/apply_variants.hip, variants.def).
  */
 #ifndef RADIANCE_APPLY_PATHS_H
 #define RADIANCE_APPLY_PATHS_H
@@ -13,13 +14,7 @@
 #include <stdint.h>
 
 #include "compat.h"
-#include "radiance_gpu.h"
-
-#if defined(RADIANCE_KERNEL_VARIANTS)
-/* radiance_gpu_apply_variant: the variant cannot run here (its kernel needs what this GPU, this
- * group size or this driver lacks, or its data do not fit in shared memory) */
-#define RADIANCE_GPU_ENOFIT (-2)
-#endif
+#include "radiance/radiance_gpu.h"
 
 namespace radiance {
 
@@ -42,7 +37,8 @@ enum class ApplyPath {
     kMma,    /* mma.sync, register pipeline, a warp per 16 rows (few tokens, G < 128): apply_mma.hip */
     kTile,   /* mma.sync, activations shared by 8 warps through shared memory: apply_mma.hip */
     kStream, /* mma.sync, weights through a per-warp cp.async ring (few tokens, G >= 128): apply_stream.hip */
-    kWgmma,  /* sm_90a warpgroup MMA fed by TMA (G >= 128): apply_wgmma.hip */
+    kWgmma,  /* sm_90a warpgroup MMA fed by TMA, 7-32 tokens and the fallbacks (G >= 128): apply_wgmma_pipe.hip */
+    kWgmmaWs, /* sm_90a warp-specialized wgmma, more than 32 tokens (G >= 128): apply_wgmma_ws.hip */
     kStreamSharedX, /* kStream with the activations in shared memory, one block per SM: apply_stream.hip */
     kWmma,   /* AMD RDNA3/RDNA4 WMMA through the rad_wmma layer (wmma.h): apply_wmma.hip */
     kWgmmaFold, /* sm_90a wgmma, the group scale folded into the dequantized weights (many tokens, any
@@ -83,18 +79,19 @@ struct ApplyPlan {
      * warpgroups; 2: two, ping-pong), running scale (128 tokens) */
     int tokens, copy, halves;
     bool running_scale;
-    /* kWgmma: the warp-specialized kernel (apply_wgmma.hip): a producer warpgroup and consumer_wgs
-     * consumer warpgroups of 64 rows, a_sets A-fragment sets (2: the next step's built while the
-     * current one's wgmmas run), 64-256 tokens in steps of 32, both tensor maps (the weights' boxes
-     * 64 consumer_wgs rows); `blocks` > 0: persistent, one block per SM looping over tiles */
-    bool warp_specialized;
+    /* kWgmmaWs: a producer warpgroup and consumer_wgs consumer warpgroups of 64 rows, a_sets
+     * A-fragment sets (2: the next step's built while the current one's wgmmas run), 64-256 tokens
+     * (in `tokens`) in steps of 32, both tensor maps (the weights' boxes 64 consumer_wgs rows);
+     * `blocks` > 0: persistent, one block per SM looping over tiles. kWgmmaFold: `tokens` and
+     * consumer_wgs name its tile (always persistent, both tensor maps) */
     int consumer_wgs, a_sets;
     /* kStreamSharedX: steps per ring slot, warps per block, blocks (at most one per SM), dynamic
      * shared memory bytes (the rings and the activations), all from plan_stream_shared_x */
     int super_step, warps, blocks, smem;
     /* kStreamSharedX: 2 where k is split over a cluster pair of blocks (plan_stream_split_k), else 0 */
     int k_parts;
-    /* kWgmma with copy kCopyTmaX (xmap) or kCopyTma (both), encoded by the planner */
+    /* kWgmma with copy kCopyTmaX (xmap) or kCopyTma (both), kWgmmaWs and kWgmmaFold (both), encoded
+     * by the planner */
     rad_tma_desc_t xmap, wmap;
 };
 
@@ -105,6 +102,7 @@ rad_error_t launch_mma(const ApplyArgs &a, const ApplyPlan &p);
 rad_error_t launch_tile(const ApplyArgs &a, const ApplyPlan &p);
 rad_error_t launch_stream(const ApplyArgs &a, const ApplyPlan &p);
 rad_error_t launch_wgmma(const ApplyArgs &a, const ApplyPlan &p);
+rad_error_t launch_wgmma_ws(const ApplyArgs &a, const ApplyPlan &p);
 rad_error_t launch_wmma(const ApplyArgs &a, const ApplyPlan &p);
 rad_error_t launch_stream_shared_x(const ApplyArgs &a, const ApplyPlan &p);
 rad_error_t launch_wgmma_fold(const ApplyArgs &a, const ApplyPlan &p);

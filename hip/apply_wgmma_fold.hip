@@ -2,7 +2,8 @@
  * apply_wgmma_fold.hip - the Hopper path of apply for many tokens (sm_90a): wgmma m64nTk16 with
  * the weights dequantized *with their group scale* into the register A fragments,
  * w = bf16_rne(q * s), and the activations as the shared-memory B operand, fed by a producer
- * warpgroup's TMA copies through a full/empty mbarrier ring (as apply_wgmma_ws_kernel).
+ * warpgroup's TMA copies through a full/empty mbarrier ring (as apply_wgmma_ws_kernel,
+ * apply_wgmma_ws.hip).
  *
  * Why (docs/PERF_LOG.md, issue 22): the warp-specialized kernel applies the scale to the fp32
  * accumulators (the running scale), so each warpgroup waits for all its wgmmas at every 128-column
@@ -82,7 +83,7 @@ __device__ __forceinline__ void fold_load_scales(const uint16_t *srow0, const ui
 }
 
 /* The A fragments of half H of one step (slices 4 H .. 4 H + 3: words 8 H .. 8 H + 7 of each row,
- * quarters 2 H and 2 H + 1) with the scale folded in: as wg_build_a (apply_wgmma.hip), thread t
+ * quarters 2 H and 2 H + 1) with the scale folded in: as wg_build_a (wgmma_common.h), thread t
  * takes nibble pair t of every word (columns 2 t, 2 t + 1 of each 8), then each pair (q, exact in
  * bf16) times its quarter's scale in one bf16x2 FMA with a -0 addend: bf16_rne(q * s) per weight. */
 template <int H>

@@ -17,8 +17,8 @@
  * 18 did (the argument is beside each; docs/PERF_LOG.md, "Quantize, round 19", has the counts).
  */
 #include "compat.h"
-#include "format.h"
-#include "radiance_gpu.h"
+#include "radiance/format.h"
+#include "radiance/radiance_gpu.h"
 #include "runtime.h"
 
 namespace {

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "compat.h"
-#include "radiance_gpu.h"
+#include "radiance/radiance_gpu.h"
 
 #include "runtime.h"
 

@@ -333,7 +333,7 @@ def test_quantize_act_gpu_torch_op_and_errors():
 
 
 # Fallback paths an H200 takes only when the device or the driver refuses something: the test hook
-# radiance_gpu_test_refuse (hip/radiance_gpu.h, exported by radiance._C) makes the apply planner
+# radiance_gpu_test_refuse (csrc/include/radiance/radiance_gpu.h, exported by radiance._C) makes the apply planner
 # act as if it had, so that every kernel of the library runs here against float64.
 NO_MMA, NO_WGMMA, REFUSE_XMAP, REFUSE_WMAP = 1, 2, 4, 8
 

@@ -24,7 +24,7 @@ pytestmark = pytest.mark.gpu
 BF16 = ml_dtypes.bfloat16
 DEV = torch.device("cuda")
 EINVAL = -1
-FORCE_WMMA12, FORCE_WMMA11, CORRUPT_WMMA = 64, 128, 256  # hip/radiance_gpu.h
+FORCE_WMMA12, FORCE_WMMA11, CORRUPT_WMMA = 64, 128, 256  # csrc/include/radiance/radiance_gpu.h
 FORCE = {12: FORCE_WMMA12, 11: FORCE_WMMA11}
 WORDS = {12: 4, 11: 8}  # 32-bit words (bf16 pairs) of an A or B fragment per lane
 

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Build, check and time the GPU kernels in hip/ through ctypes (no extension module needed).
 
-The build is the benchmark build: hip/*.hip with RADIANCE_KERNEL_VARIANTS, so that it holds every
-kernel variant (radiance_gpu_apply_variant, VARIANTS below), the measured alternatives that the
-library's planner never picks included. One file for the harness's modes because they share the
+The build is the benchmark build: hip/*.hip and apply_variants.hip with RADIANCE_KERNEL_VARIANTS,
+so that it holds every kernel variant (radiance_gpu_apply_variant; the list: variants.def, read into
+VARIANTS below), the measured alternatives that the library's planner never picks included. One file for the harness's modes because they share the
 binding, the references and the heads (about 700 lines).
 
     python benchmarks/harness/gpu_kernels.py build  [--lib PATH] [--log PATH]  # nvcc hip/*.hip -> .so
@@ -37,19 +37,24 @@ SHIFTS = (0, 16, 4, 20, 8, 24, 12, 28)
 RATIOS_MSE = (1.0, 0.95, 0.9, 0.85, 0.8)
 F32, F16, BF16 = 0, 1, 2
 CLIP_RTN, CLIP_MSE = 0, 1
-# apply variants (radiance_gpu_apply_variant, hip/apply.hip): 0 = the library's automatic plan.
+VARIANTS_DEF = os.path.join(HERE, "variants.def")
+
+
+def read_variants(path=VARIANTS_DEF):
+    """{name: number} of the apply variants (radiance_gpu_apply_variant, apply_variants.hip) and
+    ENOFIT, from variants.def, the one list the C table is built from: a variant's number is its
+    position there (0: auto, the library's automatic plan)."""
+    import re
+    with open(path) as fh:
+        text = fh.read()
+    names = re.findall(r"^RAD_VARIANT\(\s*(\w+)\s*,", text, flags=re.M)
+    enofit = int(re.search(r"#define RADIANCE_GPU_ENOFIT \((-?\d+)\)", text).group(1))
+    return {name: i for i, name in enumerate(names)}, enofit
+
+
 # A variant that cannot run for a call (G < 128 for the stream and wgmma kernels, no sm_90a, a
 # refused tensor map, activations too large for shared memory) answers ENOFIT and is skipped.
-ENOFIT = -2
-VARIANTS = {"auto": 0, "vector": 1, "mma1x1": 2, "tile2x2": 3, "tile2x4": 4, "tile2x8": 5, "stream": 6,
-            "streamM2": 7, "wgmma32": 8, "wgmma64": 9, "wgtma32": 10, "wgtma64": 11, "wgrs128": 12,
-            "wgpipe32": 13, "wgpipe64": 14, "wgpipers128": 15, "wgpipe16": 16, "wgquad8": 17, "wgquad16": 18,
-            "wgquad32": 19, "streamskipx": 20, "streamxs": 21, "streamxsbal": 24,
-            "ws3d64p": 30, "ws3d64n": 31, "ws2d64p": 32, "ws2d96p": 33, "ws2d96n": 34, "ws3s128p": 35, "ws3s128n": 36, "ws2d128p": 37, "ws2s160p": 38, "ws2s160n": 39, "ws3s160p": 60, "ws3s160n": 61, "ws2s192p": 62, "ws2s192n": 63, "ws2s224p": 64, "ws2s224n": 65, "ws2s256p": 66, "ws2s256n": 67, "ws2d256n": 68,
-            "streamsplitk": 40, "streamsplitk2c": 41, "streamwhole": 44}
-# 42, 43, 45-52 (streamsplitkc, streamsplitkc2c, streampitch, streampair, streamsplitkp, streamsplitkp2c,
-# streamxsp, vector2, vectordeep, vectorstaged) and the quantize search of round 18 were deleted,
-# slower than what the library takes: docs/PERF_LOG.md seventh round.
+VARIANTS, ENOFIT = read_variants()
 # which variants the timing mode tries per m on the first head (the others get "auto" only)
 TIME_VARIANTS = {
     1: "auto,stream,streamxs,streamwhole,vector",
@@ -58,14 +63,14 @@ TIME_VARIANTS = {
     12: "auto,wgquad16,streamsplitk",
     16: "auto,wgquad16,wgpipe16,streamsplitk",
     32: "auto,wgpipe32",
-    48: "auto,ws3d64p",
-    64: "auto,wgtma64,ws3d64p,ws3d64n,ws2d64p",
-    96: "auto,ws2d96p,ws2d96n",
-    128: "auto,wgpipers128,ws3s128p,ws3s128n,ws2d128p",
-    160: "auto,ws2s160p,ws2s160n,ws3s160p,ws3s160n",
-    192: "auto,ws2s192p,ws2s192n",
-    224: "auto,ws2s224p,ws2s224n",
-    256: "auto,wgpipers128,ws2s256p,ws2s256n,ws2d256n",
+    48: "auto,ws3d64p,fold3x64",
+    64: "auto,wgtma64,ws3d64p,ws3d64n,ws2d64p,fold3x64",
+    96: "auto,ws2d96p,ws2d96n,fold3x96",
+    128: "auto,wgpipers128,ws3s128p,ws3s128n,ws2d128p,fold3x128",
+    160: "auto,ws2s160p,ws2s160n,ws3s160p,ws3s160n,fold3x160",
+    192: "auto,ws2s192p,ws2s192n,fold2x192",
+    224: "auto,ws2s224p,ws2s224n,fold2x224",
+    256: "auto,wgpipers128,ws2s256p,ws2s256n,ws2d256n,fold2x256,fold3x128",
 }
 
 
@@ -75,6 +80,7 @@ TIME_VARIANTS = {
 def build(lib, log):
     os.makedirs(os.path.dirname(lib), exist_ok=True)
     srcs = sorted(os.path.join(ROOT, "hip", f) for f in os.listdir(os.path.join(ROOT, "hip")) if f.endswith(".hip"))
+    srcs.append(os.path.join(HERE, "apply_variants.hip"))  # radiance_gpu_apply_variant
     gencode = ["-gencode=arch=compute_90a,code=sm_90a"]
     if os.environ.get("RADIANCE_BENCH_ALL_ARCHS"):
         gencode += ["-gencode=arch=compute_80,code=sm_80", "-gencode=arch=compute_80,code=compute_80"]
@@ -83,7 +89,7 @@ def build(lib, log):
         for src in srcs:
             obj = os.path.join(os.path.dirname(lib), os.path.basename(src) + ".o")
             cmd = ["nvcc", "-x", "cu", "-O3", "-std=c++17", "-Xcompiler", "-fPIC", "-Xptxas", "-v",
-                   "-DRADIANCE_KERNEL_VARIANTS=1", "-I", os.path.join(ROOT, "hip"), "-I", os.path.join(ROOT, "csrc"),
+                   "-DRADIANCE_KERNEL_VARIANTS=1", "-I", os.path.join(ROOT, "hip"), "-I", os.path.join(ROOT, "csrc", "include"), "-I", HERE,
                    *gencode, "-c", src, "-o", obj]
             procs.append((src, subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)))
             objs.append(obj)

@@ -3,7 +3,7 @@
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I hip -I csrc \
 //        benchmarks/harness/wgmma_probe.cu -o /tmp/wgmma_probe && /tmp/wgmma_probe
 //
-// The same grid, block and per-step structure as apply_wgmma_pipe_kernel (hip/apply_wgmma.hip) on
+// The same grid, block and per-step structure as apply_wgmma_pipe_kernel (hip/apply_wgmma_pipe.hip) on
 // the 248320 x 5120 head (970 blocks of 2 warpgroups, 40 steps of 128 columns, two 64-row halves
 // per warpgroup alternating with wgmma.wait_group 1), with parts left out:
 //   mode 0  the wgmmas and the fold only (A fragments constant, B in shared memory)

@@ -1,5 +1,6 @@
 /*
- * radiance_gpu.h - the narrow C surface of the GPU kernels (hip/).
+ * radiance_gpu.h - the narrow C surface of the GPU kernels (hip/), one of the contract headers
+ * (csrc/include/radiance/) that the C core and the kernels both include.
  *
  * Plain C: no vendor header is included here, so csrc/ can call the kernels without knowing
  * whether they were built by hipcc or nvcc. Every pointer is a device pointer of the current
@@ -12,7 +13,7 @@
 
 #include <stdint.h>
 
-#include "format.h" /* csrc/format.h: the packed format's constants and enums */
+#include "format.h" /* the packed format's constants and enums, beside this file */
 
 #ifdef __cplusplus
 extern "C" {

@@ -1,6 +1,6 @@
 /*
  * format.h - the packed int4 format, defined once for the C core (csrc/) and the GPU kernels
- * (hip/). docs/FORMAT.md is the document; this header is its constants. Plain C (C11 and C++17,
+ * (hip/): a contract header (csrc/include/radiance/), the one folder both sides include. docs/FORMAT.md is the document; this header is its constants. Plain C (C11 and C++17,
  * host and device code): macros and enums only, so that device code can use every value as a
  * compile-time constant.
  */
@@ -8,7 +8,7 @@
 #define RADIANCE_FORMAT_H
 
 /* Element types of weights, activations and bias (scales and outputs are always bf16). The
- * values cross the C surface of the kernels (hip/radiance_gpu.h). */
+ * values cross the C surface of the kernels (radiance_gpu.h, beside this file). */
 enum rad_dtype { RAD_F32 = 0, RAD_F16 = 1, RAD_BF16 = 2 };
 
 /* Clip search: RTN tries the first ratio only, MSE all of them (RAD_CLIP_RATIOS), ACT all of them

@@ -1,0 +1,121 @@
+/*
+ * apply_variants.hip - the benchmark build's apply by variant (gpu_kernels.py; never in the library
+ * setup.py builds): radiance_gpu_apply with the kernel chosen by number, the position of its name
+ * in variants.def (0: the library's automatic plan). Compiled with the hip/ sources and
+ * RADIANCE_KERNEL_VARIANTS, which also instantiates the kernel files' measured alternatives that
+ * the planner never picks. A variant plans its kernel by hand and goes through the library's
+ * checks and launch (hip/apply_plan.h).
+ */
+#include <string.h>
+
+#include "apply_paths.h"
+#include "apply_plan.h"
+#include "radiance/radiance_gpu.h"
+#include "runtime.h"
+
+namespace radiance {
+namespace {
+
+enum VariantKind { kVarAuto, kVarVector, kVarMma, kVarTile, kVarStream, kVarStreamWhole, kVarStreamXs, kVarSplitK,
+                   kVarWgmma, kVarWs, kVarFold };
+
+struct Variant {
+    VariantKind kind;
+    int p0, p1, p2, p3; /* variants.def says what each kind's parameters are */
+};
+
+const Variant kVariantTable[] = {
+#define RAD_VARIANT(name, kind, p0, p1, p2, p3) {kind, p0, p1, p2, p3},
+#include "variants.def"
+#undef RAD_VARIANT
+};
+constexpr int kVariantCount = (int)(sizeof kVariantTable / sizeof kVariantTable[0]);
+
+/* The wgmma kernel with exactly this copy mode, or false where it cannot run here. */
+bool variant_wgmma(const ApplyArgs &a, int tokens, int copy, int halves, ApplyPlan *p)
+{
+    if (a.group < 128 || !wgmma_built()) return false;
+    p->path = ApplyPath::kWgmma;
+    p->tokens = tokens;
+    p->copy = copy;
+    p->halves = halves;
+    p->running_scale = tokens == 128;
+    if (copy >= kCopyTmaX && rad_tma_encode_2d(&p->xmap, a.x, 2, (uint64_t)a.m, (uint64_t)a.k, tokens, 64, 1) != 0)
+        return false;
+    if (copy == kCopyTma && rad_tma_encode_2d(&p->wmap, a.packed, 4, (uint64_t)a.n, (uint64_t)(a.k / 8), kWgmmaRows,
+                                              kStepWords, 0) != 0)
+        return false;
+    return true;
+}
+
+/* The plan of a variant: 0, RADIANCE_GPU_ENOFIT where the variant cannot run here (no mma.sync,
+ * G < 128 for the stream and wgmma kernels, no sm_90a kernel, a tensor map refused). */
+int variant_plan(const ApplyArgs &a, const Variant &v, ApplyPlan *p)
+{
+    memset(p, 0, sizeof *p);
+    if (v.kind == kVarAuto) {
+        *p = make_plan(a, test_refuse_flags());
+        return 0;
+    }
+    if (v.kind == kVarVector) {
+        p->path = ApplyPath::kVector;
+        return 0;
+    }
+    if (per_device_cached<rad_device_sm>() < 80) return RADIANCE_GPU_ENOFIT;
+    const bool big_groups = a.group >= 128;
+    bool ok = true;
+    switch (v.kind) {
+    case kVarMma:
+        p->path = ApplyPath::kMma;
+        p->row_tiles = p->token_tiles = 1;
+        break;
+    case kVarTile:
+        p->path = ApplyPath::kTile;
+        p->row_tiles = 2;
+        p->token_tiles = v.p0;
+        break;
+    case kVarStream:
+        p->path = ApplyPath::kStream;
+        p->row_tiles = v.p0;
+        p->token_tiles = 1;
+        p->x_mode = v.p1;
+        ok = big_groups;
+        break;
+    case kVarStreamXs: ok = big_groups && plan_stream_shared_x(a, 1, 4, v.p0, v.p1 != 0, p); break;
+    case kVarStreamWhole:
+        p->path = ApplyPath::kStream;
+        p->row_tiles = p->token_tiles = 1;
+        p->x_mode = kXClamp;
+        p->whole_super = true;
+        ok = big_groups && a.k % 512 == 0;
+        break;
+    case kVarSplitK:
+        ok = big_groups && plan_stream_split_k(a, 8, p);
+        if (ok && v.p0 > 0 && p->blocks > v.p0) p->blocks = v.p0;
+        break;
+    case kVarWgmma: ok = variant_wgmma(a, v.p0, v.p1, v.p2, p); break;
+    case kVarWs: ok = big_groups && wgmma_built() && plan_wgmma_ws(a, {v.p0, v.p1, v.p2, v.p3 != 0}, 0, p); break;
+    case kVarFold: ok = wgmma_built() && plan_wgmma_fold(a, {v.p0, v.p1}, 0, p); break;
+    default: return RADIANCE_GPU_EINVAL;
+    }
+    return ok ? 0 : RADIANCE_GPU_ENOFIT;
+}
+
+} // namespace
+} // namespace radiance
+
+/* radiance_gpu_apply with the kernel chosen by number (0: the automatic plan). */
+extern "C" int radiance_gpu_apply_variant(int variant, const uint16_t *x, int64_t m, int64_t k,
+                                          const int32_t *packed, const uint16_t *scales, const uint16_t *bias,
+                                          int64_t n, int group_size, uint16_t *out, void *stream)
+{
+    using namespace radiance;
+    if (variant < 0 || variant >= kVariantCount) return RADIANCE_GPU_EINVAL;
+    const int bad = check_args(x, m, k, packed, scales, bias, n, group_size, out);
+    if (bad != 0 || m == 0 || n == 0) return bad;
+    const ApplyArgs a = {x, m, k, packed, scales, bias, n, group_size, out, (rad_stream_t)stream};
+    ApplyPlan p;
+    const int err = variant_plan(a, kVariantTable[variant], &p);
+    if (err != 0) return err;
+    return (int)launch_plan(a, p);
+}
