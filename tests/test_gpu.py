@@ -157,7 +157,8 @@ def test_apply_gpu_every_fold_tile_matches_float64(m, n, k, group_size):
 @pytest.mark.parametrize("m", [1, 16, 64, 65, 200])
 def test_apply_gpu_hand_made_scales_match_float64(m):
     """Scales quantize_rows never makes (zero, subnormal, a fall of 2^30 within a row, negative):
-    the running-scale kernel (m > 64) hands those rows to its exact loop; every path stays exact."""
+    the folding kernel (m > 32 on sm_90) rounds each q * s to bf16 as FORMAT.md states, subnormal
+    products included; the running-scale kernels hand those rows to their exact loop."""
     rng, seed = fresh_rng()
     n, k, group_size = 1031, 1024, 128
     packed = rng.integers(-(2**31), 2**31, (n, k // 8), dtype=np.int64).astype(np.int32)
