@@ -288,8 +288,9 @@ struct FoldTile {
 
 /* The library's fold tile for m tokens: the tokens split into equal chunks of at most 256 (the
  * largest wgmma n), each rounded up to 16 up to 32 tokens and to 32 beyond, so that no token count
- * wastes more than 31 tokens per chunk (384 tokens: two chunks of 192, not two of 256: 1441
- * against 1991 us, 248320 x 5120, H200, docs/PERF_LOG.md eighth round, run 43); 3 consumer
+ * wastes more than 31 tokens per chunk (384 tokens as two chunks of 192: 1441 us against the
+ * warp-specialized kernel's 1991 with two of 256, 248320 x 5120, H200, docs/PERF_LOG.md eighth
+ * round, run 43; the chunking and the kernel change were not timed apart); 3 consumer
  * warpgroups (192 rows: less activation traffic per row) where their accumulators fit without
  * spilling, up to 160 tokens, else 2 (nvcc 13.0, sm_90a, run 43). */
 inline FoldTile fold_tile(int64_t m)
@@ -378,8 +379,9 @@ Dispatch decide(const Call &c, Facts &f, int refuse)
      * mma.sync): the group scale folded into the dequantized weights, so no warpgroup drains its
      * wgmmas between groups (docs/PERF_LOG.md eighth round, run 43, 248320 x 5120, H200: 916.8 /
      * 1441 / 3895 / 8181 us at 256 / 384 / 1024 / 2048 tokens against the warp-specialized
-     * kernel's 940 / 1991 / 4257 / 8320; group 64, 49152 x 576: 15.9 / 19.6 us at 16 / 64 tokens
-     * against the tiled mma.sync kernel's 38 / 59).
+     * kernel's 940 / 1991 / 4257 / 8320 in issue 22's table; group 64, 49152 x 576: 15.9 / 19.6 us
+     * at 16 / 64 tokens against the tiled mma.sync kernel's 38 / 59, now ahead of bf16's 19.8 /
+     * 22.8).
      * Where its maps are refused, the warp-specialized kernel is no fallback: it asks for the same
      * two maps (boxes differing only in size, which no refusal depends on: the driver checks the
      * addresses, strides and swizzle, the same for both), and k % 32 == 0 always holds (a group is
