@@ -25,7 +25,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 # hip/*.hip of the library (the kernel variants of benchmarks/harness/ are not in it)
 HIP_SOURCES = ["hip/runtime.hip", "hip/quantize.hip", "hip/apply.hip", "hip/apply_vector.hip", "hip/apply_mma.hip",
                "hip/apply_stream.hip", "hip/apply_wgmma_pipe.hip", "hip/apply_wgmma_ws.hip",
-               "hip/apply_wmma.hip", "hip/apply_mfma.hip", "hip/apply_check.hip"]
+               "hip/apply_wgmma_fold.hip", "hip/apply_wmma.hip", "hip/apply_mfma.hip", "hip/apply_check.hip"]
 
 
 def log(message):

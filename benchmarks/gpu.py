@@ -1,13 +1,21 @@
-"""GPU benchmark: radiance's int4 lm_head beside the peers, in one run, on one GPU.
+"""GPU benchmark: radiance's int4 lm_head beside the peers, in one loop, on one GPU.
 
-    python benchmarks/gpu.py [--heads 248320x5120,...] [--m 1,4,8,16,64,256] [--out DIR]
-                             [--no-quantize | --only-quantize]
+    python benchmarks/gpu.py [--heads 248320x5120,...] [--m 1,2,4,...] [--peers bf16,fp8,humming]
+                             [--out DIR] [--quantize | --only-quantize]
 
-Per head and token count M: radiance.apply (int4 g128 W4A16) beside bf16 `x @ W.t()` (cuBLAS),
-fp8 row-wise `torch._scaled_mm` and torch's int4 `_weight_int4pack_mm` (tinygemm), as µs per
-call (median of CUDA-event timings), GB/s of the bytes the int4 head must move, % of the
-measured read roofline and ratios. Then quantize_rows on the GPU beside the seed algorithm in
-plain torch, and clip "act" beside "mse". Writes results.md, results.json and a plot into --out.
+Per head and token count M, radiance.apply (int4 W4A16, group 128; 64 where 128 does not divide
+the hidden size) beside bf16 `x @ W.t()` (cuBLAS), fp8 row-wise `torch._scaled_mm` and Humming
+(`humming-kernels`, vLLM's W4A16 kernels, on the same format: 4-bit codes with a zero point of 8, a
+bf16 scale per group; an optional import, skipped with the reason when missing), optionally torch's
+int4 `_weight_int4pack_mm` (`--peers ...,tinygemm`). One timing method for all: each round starts
+with a short GPU sleep (so the host has queued every call of the round before the first runs and
+no launch gap lands between two events), then one call of each, back to back, each between two
+CUDA events, the order rotated from round to round; the median over the rounds. Operands rotate
+over copies wherever one set would sit in L2. Prints µs, the roofline fraction (the larger of the
+bytes over the measured read bandwidth and the flops over the measured bf16 matmul rate, over the
+time) and peer / radiance ratios, then per head the worst ratio against each peer. Writes
+results.md and results.json (and with --plot apply.png) into --out. --quantize adds quantize_rows beside the seed
+algorithm in plain torch.
 """
 
 import argparse
@@ -28,9 +36,15 @@ except ImportError:  # a plain CUDA-event median instead
     do_bench = None
 
 DEV = torch.device("cuda")
+HEADS = "248320x5120,262144x5376,151936x5120,128256x4096,151936x1024,262144x640,49152x576"
+TOKENS = "1,2,4,8,12,16,24,32,48,64,96,128,192,256,384,512,768,1024,2048"
+# GPU cycles slept before each round: about 1 ms at the H200's 1.98 GHz, more than the host needs
+# to queue one round of four calls (Humming's and radiance's Python layers included)
+SLEEP_CYCLES = 2_000_000
 
 
 def median_us(fn, warmup_ms=50, rep_ms=400):
+    """Median of one call (quantize_rows and the ceilings; the apply table uses `rounds`)."""
     if do_bench is not None:
         return 1e3 * do_bench(fn, warmup=warmup_ms, rep=rep_ms, return_mode="median")
     for _ in range(10):
@@ -46,71 +60,174 @@ def median_us(fn, warmup_ms=50, rep_ms=400):
     return sorted(times)[len(times) // 2]
 
 
-def roofline():
-    a = torch.randn(2**30, device=DEV)  # 4 GiB fp32
+def ceilings():
+    """Read bandwidth (sum of 4 GiB fp32), device copy (read + write) and the bf16 matmul rate
+    (8192^3 on random data), measured here."""
+    a = torch.randn(2**30, device=DEV)
     read = a.numel() * 4 / (median_us(lambda: a.sum()) * 1e-6) / 1e9
     b = torch.empty_like(a)
     copy = 2 * a.numel() * 4 / (median_us(lambda: b.copy_(a)) * 1e-6) / 1e9
     del a, b
+    p = torch.randn(8192, 8192, device=DEV, dtype=torch.bfloat16)
+    q = torch.randn(8192, 8192, device=DEV, dtype=torch.bfloat16)
+    tflops = 2 * 8192**3 / (median_us(lambda: p @ q) * 1e-6) / 1e12
+    del p, q
     torch.cuda.empty_cache()
-    return read, copy
+    return read, copy, tflops
 
 
-class Rotation:
-    """Several copies of the operands when one set fits in L2, so timings see DRAM, not cache."""
+def copies_for(nbytes, l2_bytes):
+    """How many operand sets keep a rotation out of L2 (4x the L2 between two reads of one)."""
+    return max(1, min(16, (4 * l2_bytes) // max(nbytes, 1) + 1))
 
-    def __init__(self, make, nbytes, l2_bytes):
-        copies = max(1, min(16, (4 * l2_bytes) // max(nbytes, 1) + 1))
-        self.sets = [make() for _ in range(copies)]
-        self.i = 0
 
-    def next(self):
+class Rotating:
+    """fn(x) over several operand sets, the next set each call."""
+
+    def __init__(self, sets, call):
+        self.sets, self.call, self.i = sets, call, 0
+
+    def __call__(self, x, out):
         self.i = (self.i + 1) % len(self.sets)
-        return self.sets[self.i]
+        return self.call(x, out, *self.sets[self.i])
 
 
-def int4_head(n, k, group):
-    packed = torch.randint(-(2**31), 2**31 - 1, (n, k // 8), dtype=torch.int32, device=DEV)
-    scales = (torch.rand(n, k // group, device=DEV) * 0.01 + 1e-3).to(torch.bfloat16)
-    return packed, scales
+def radiance_fn(n, k, group, l2):
+    def make():
+        packed = torch.randint(-(2**31), 2**31 - 1, (n, k // 8), dtype=torch.int32, device=DEV)
+        scales = (torch.rand(n, k // group, device=DEV) * 0.01 + 1e-3).to(torch.bfloat16)
+        return packed, scales
+
+    sets = [make() for _ in range(copies_for(n * k // 2 + n * (k // group) * 2, l2))]
+    return Rotating(sets, lambda x, out, p, s: radiance.apply(x, p, s, group_size=group, out=out))
 
 
-def peers(n, k, group, l2):
-    """Callables f(x) per peer, or the reason it cannot run."""
-    out = {}
-    w = torch.randn(n, k, device=DEV, dtype=torch.bfloat16) * 0.02
-    out["bf16"] = lambda x, w=w: x @ w.t()
-    try:
-        w8 = w.to(torch.float8_e4m3fn)
-        scale_b = torch.rand(1, n, device=DEV, dtype=torch.float32) + 0.5
+def bf16_fn(n, k, l2):
+    sets = [(torch.randn(n, k, device=DEV, dtype=torch.bfloat16) * 0.02,) for _ in range(copies_for(2 * n * k, l2))]
+    return Rotating(sets, lambda x, out, w: torch.matmul(x, w.t(), out=out))
 
-        def fp8(x, w8=w8, scale_b=scale_b):
-            m = x.shape[0]
-            x8 = x.to(torch.float8_e4m3fn)
-            scale_a = torch.ones(m, 1, device=DEV, dtype=torch.float32)
-            return torch._scaled_mm(x8, w8.t(), scale_a=scale_a, scale_b=scale_b,
-                                    out_dtype=torch.bfloat16)
 
-        fp8(torch.randn(16, k, device=DEV, dtype=torch.bfloat16))
-        out["fp8"] = fp8
-    except Exception as error:  # noqa: BLE001 - the table says why
-        out["fp8"] = f"n/a ({type(error).__name__})"
-    try:
+def fp8_fn(n, k, l2):
+    def make():
+        w8 = (torch.randn(n, k, device=DEV, dtype=torch.bfloat16) * 0.02).to(torch.float8_e4m3fn)
+        return w8, torch.rand(1, n, device=DEV, dtype=torch.float32) + 0.5
+
+    def call(x, out, w8, scale_b):
+        # the activations' cast and row scales are part of what an fp8 head costs per call
+        x8 = x.to(torch.float8_e4m3fn)
+        scale_a = torch.ones(x.shape[0], 1, device=DEV, dtype=torch.float32)
+        return torch._scaled_mm(x8, w8.t(), scale_a=scale_a, scale_b=scale_b, out_dtype=torch.bfloat16)
+
+    fn = Rotating([make() for _ in range(copies_for(n * k, l2))], call)
+    fn(torch.randn(16, k, device=DEV, dtype=torch.bfloat16), None)
+    return fn
+
+
+def tinygemm_fn(n, k, group, l2):
+    def make():
         q = torch.randint(0, 16, (n, k), dtype=torch.int32, device=DEV)
-        w_uint8 = (q[:, ::2] << 4 | q[:, 1::2]).to(torch.uint8)
-        w_tiny = torch._convert_weight_to_int4pack(w_uint8, 8)
+        w_tiny = torch._convert_weight_to_int4pack((q[:, ::2] << 4 | q[:, 1::2]).to(torch.uint8), 8)
         sz = torch.stack([torch.rand(k // group, n, device=DEV), torch.zeros(k // group, n, device=DEV)],
                          dim=-1).to(torch.bfloat16)
+        return w_tiny, sz
 
-        def tiny(x, w_tiny=w_tiny, sz=sz):
-            return torch._weight_int4pack_mm(x, w_tiny, group, sz)
+    fn = Rotating([make() for _ in range(copies_for(n * k // 2, l2))],
+                  lambda x, out, w, sz: torch._weight_int4pack_mm(x, w, group, sz))
+    fn(torch.randn(1, k, device=DEV, dtype=torch.bfloat16), None)
+    return fn
 
-        tiny(torch.randn(1, k, device=DEV, dtype=torch.bfloat16))
-        out["int4 tinygemm"] = tiny
-    except Exception as error:  # noqa: BLE001
-        out["int4 tinygemm"] = f"n/a ({type(error).__name__}: {str(error)[:60]})"
-    del w
+
+def humming_layer(codes, scales, group):
+    """A Humming layer holding `codes` (int32 [N, K], 0..15, value = code - 8) and `scales` (bf16
+    [N, K / group]): its own W4A16 format, uint4 with the implicit zero point, bf16 group scales."""
+    from humming.layer import HummingLayer
+    from humming import ops
+
+    n, k = codes.shape
+    layer = HummingLayer(shape_n=n, shape_k=k, torch_dtype=torch.bfloat16,
+                         weight_config={"quant_method": "humming", "b_dtype": "uint4", "bs_dtype": "bfloat16",
+                                        "weight_scale_group_size": group})
+    layer.weight = torch.nn.Parameter(ops.pack_weight(codes, 4), requires_grad=False)
+    layer.weight_scale = torch.nn.Parameter(scales, requires_grad=False)
+    layer.transform()
+    return layer
+
+
+def humming_fn(n, k, group, l2):
+    def make():
+        codes = torch.randint(0, 16, (n, k), dtype=torch.int32, device=DEV)
+        scales = (torch.rand(n, k // group, device=DEV) * 0.01 + 1e-3).to(torch.bfloat16)
+        layer = humming_layer(codes, scales, group)
+        del codes
+        return (layer,)
+
+    return Rotating([make() for _ in range(copies_for(n * k // 2, l2))], lambda x, out, layer: layer(x, outputs=out))
+
+
+def humming_same_format(group=128):
+    """Humming and radiance on the same codes and scales (2048 x 1024): their relative difference
+    (both accumulate in fp32 from bf16 products; Humming folds the scale into the weight first)."""
+    n, k = 2048, 1024
+    codes = torch.randint(0, 16, (n, k), dtype=torch.int32, device=DEV)
+    scales = (torch.rand(n, k // group, device=DEV) * 0.01 + 1e-3).to(torch.bfloat16)
+    packed = torch.from_numpy(radiance.pack_shuffle(codes.to(torch.uint8).cpu().numpy())).to(DEV)
+    x = torch.randn(64, k, device=DEV, dtype=torch.bfloat16)
+    ours = radiance.apply(x, packed, scales, group_size=group).float()
+    theirs = humming_layer(codes, scales, group)(x).float()
+    w = (codes.float() - 8) * scales.float().repeat_interleave(group, dim=1)
+    ref = x.double() @ w.double().t()
+    rel = lambda y: ((y.double() - ref).norm() / ref.norm()).item()  # noqa: E731
+    return rel(ours), rel(theirs)
+
+
+def make_peers(names, n, k, group, l2):
+    """Callables f(x, out) per peer, or the reason it cannot run."""
+    out = {}
+    for name in names:
+        try:
+            if name == "bf16":
+                out[name] = bf16_fn(n, k, l2)
+            elif name == "fp8":
+                out[name] = fp8_fn(n, k, l2)
+            elif name == "humming":
+                out[name] = humming_fn(n, k, group, l2)
+            elif name == "tinygemm":
+                out[name] = tinygemm_fn(n, k, group, l2)
+            else:
+                raise ValueError(f"--peers: unknown peer {name!r} (bf16, fp8, humming, tinygemm)")
+        except ValueError:
+            raise
+        except Exception as error:  # noqa: BLE001 - the table says why
+            out[name] = f"n/a ({type(error).__name__}: {str(error)[:80]})"
     return out
+
+
+def rounds(fns, x, outs, budget_s):
+    """The table's timing method (module docstring): µs per callable, median over rounds."""
+    names = list(fns)
+    for name in names:  # warm-up, run-time compilation included (Humming's NVRTC kernels)
+        for _ in range(2):
+            fns[name](x, outs[name])
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for name in names:
+        fns[name](x, outs[name])
+    torch.cuda.synchronize()
+    per_round = time.perf_counter() - start + SLEEP_CYCLES / 1.98e9
+    count = int(min(40, max(7, budget_s / per_round)))
+    times = {name: [] for name in names}
+    for r in range(count):
+        order = names[r % len(names):] + names[:r % len(names)]
+        events = [torch.cuda.Event(enable_timing=True) for _ in range(len(order) + 1)]
+        torch.cuda._sleep(SLEEP_CYCLES)
+        events[0].record()
+        for i, name in enumerate(order):
+            fns[name](x, outs[name])
+            events[i + 1].record()
+        events[-1].synchronize()
+        for i, name in enumerate(order):
+            times[name].append(events[i].elapsed_time(events[i + 1]) * 1e3)
+    return {name: sorted(v)[len(v) // 2] for name, v in times.items()}
 
 
 def bench_quantize(n, k, read_gbs):
@@ -140,6 +257,15 @@ def bench_quantize(n, k, read_gbs):
     return rows, floor_us
 
 
+def humming_version():
+    try:
+        from importlib.metadata import version
+
+        return version("humming-kernels")
+    except Exception:  # noqa: BLE001
+        return "not installed"
+
+
 def environment():
     def run(cmd):
         try:
@@ -158,66 +284,96 @@ def environment():
         "cuda": torch.version.cuda,
         "nvcc": nvcc[-1] if nvcc else "?",
         "radiance_backend": radiance.gpu_backend(),
+        "humming": humming_version(),
         "python": platform.python_version(),
     }
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--heads", default="248320x5120,151936x5120,128256x4096,262144x640,49152x576")
-    parser.add_argument("--m", default="1,4,8,16,64,256")
+    parser.add_argument("--heads", default=HEADS)
+    parser.add_argument("--m", default=TOKENS)
+    parser.add_argument("--peers", default="bf16,fp8,humming")
     parser.add_argument("--out", default=".")
-    parser.add_argument("--no-quantize", action="store_true")
+    parser.add_argument("--round-budget", type=float, default=0.25,
+                        help="seconds of rounds per cell (7 rounds at least, 40 at most)")
+    parser.add_argument("--quantize", action="store_true", help="also time quantize_rows")
+    parser.add_argument("--plot", action="store_true",
+                        help="also draw apply.png (matplotlib's first import on a fresh machine outlasted a "
+                             "150 s limit once)")
     parser.add_argument("--only-quantize", action="store_true", help="skip the apply table")
     args = parser.parse_args()
     os.makedirs(args.out, exist_ok=True)
     env = environment()
     l2 = torch.cuda.get_device_properties(DEV).L2_cache_size
-    read_gbs, copy_gbs = roofline()
+    read_gbs, copy_gbs, mm_tflops = ceilings()
     print(f"# radiance GPU benchmark {env['date']}: {env['gpu']} ({env['nvidia_smi']}), torch "
-          f"{env['torch']}, {env['nvcc']}")
-    print(f"roofline: read {read_gbs:.0f} GB/s, device copy {copy_gbs:.0f} GB/s (read + write)")
+          f"{env['torch']}, {env['nvcc']}, humming {env['humming']}", flush=True)
+    print(f"ceilings: read {read_gbs:.0f} GB/s, device copy {copy_gbs:.0f} GB/s (read + write), bf16 matmul "
+          f"{mm_tflops:.0f} TFLOP/s", flush=True)
     ms = [int(v) for v in args.m.split(",")]
-    results = {"environment": env, "read_GBps": read_gbs, "copy_GBps": copy_gbs, "apply": [],
-               "quantize": {}}
+    peer_names = [p for p in args.peers.split(",") if p]
+    results = {"environment": env, "read_GBps": read_gbs, "copy_GBps": copy_gbs, "matmul_TFLOPs": mm_tflops,
+               "apply": [], "worst": {}, "quantize": {}}
     lines = []
+    if "humming" in peer_names and not args.only_quantize:
+        try:
+            ours_err, theirs_err = humming_same_format()
+            lines.append(f"same codes and scales (2048 x 1024, 64 tokens), relative error against float64: "
+                         f"radiance {ours_err:.2e}, Humming {theirs_err:.2e}")
+        except Exception as error:  # noqa: BLE001
+            lines.append(f"Humming on radiance's codes: n/a ({type(error).__name__}: {str(error)[:80]})")
+        print(lines[-1], flush=True)
     for head in [] if args.only_quantize else args.heads.split(","):
+        head_start = time.perf_counter()
         n, k = (int(v) for v in head.lower().split("x"))
         group = 128 if k % 128 == 0 else 64
         head_bytes = n * k // 2 + n * (k // group) * 2
-        rot = Rotation(lambda: int4_head(n, k, group), head_bytes, l2)
-        peer_fns = peers(n, k, group, l2)
-        lines.append(f"\n## {n} x {k}, group {group}: int4 head {head_bytes / 1e6:.0f} MB, floor "
+        fns = {"radiance": radiance_fn(n, k, group, l2)}
+        peers = make_peers(peer_names, n, k, group, l2)
+        fns.update({p: f for p, f in peers.items() if not isinstance(f, str)})
+        lines.append(f"\n## {n} x {k}, group {group}: int4 head {head_bytes / 1e6:.0f} MB, read floor "
                      f"{head_bytes / (read_gbs * 1e3):.0f} µs")
-        lines.append(f"{'M':>4} {'radiance µs':>12} {'GB/s':>6} {'%roof':>6} | "
-                     + " | ".join(f"{p:>13} µs  ratio" for p in peer_fns))
+        lines.append(f"{'M':>5} {'radiance µs':>11} {'%roof':>6} | "
+                     + " | ".join(f"{p:>8} µs  ratio" for p in peer_names))
+        print("\n".join(lines[-2:]), flush=True)
+        worst = {}
         for m in ms:
             x = torch.randn(m, k, device=DEV, dtype=torch.bfloat16)
-            out = torch.empty(m, n, device=DEV, dtype=torch.bfloat16)
-
-            def ours():
-                packed, scales = rot.next()
-                radiance.apply(x, packed, scales, group_size=group, out=out)
-
-            t = median_us(ours)
+            outs = {name: torch.empty(m, n, device=DEV, dtype=torch.bfloat16) for name in fns}
+            t = rounds(fns, x, outs, args.round_budget)
             moved = head_bytes + m * k * 2 + m * n * 2
-            row = {"head": head, "m": m, "radiance_us": t, "GBps": moved / t / 1e3,
-                   "roofline_pct": 100 * moved / t / 1e3 / read_gbs}
+            floor_us = max(moved / (read_gbs * 1e3), 2 * m * n * k / (mm_tflops * 1e6))
+            row = {"head": head, "m": m, "radiance_us": t["radiance"], "roofline_pct": 100 * floor_us / t["radiance"]}
             cells = []
-            for name, fn in peer_fns.items():
-                if isinstance(fn, str):
-                    cells.append(f"{fn[:22]:>22}")
+            for name in peer_names:
+                if isinstance(peers[name], str):
+                    cells.append(f"{peers[name][:17]:>17}")
                     continue
-                pt = median_us(lambda fn=fn: fn(x))
-                row[f"{name}_us"] = pt
-                cells.append(f"{pt:>13.0f}    {pt / t:>5.2f}x")
+                row[f"{name}_us"] = t[name]
+                ratio = t[name] / t["radiance"]
+                if name not in worst or ratio < worst[name][0]:
+                    worst[name] = (ratio, m)
+                cells.append(f"{t[name]:>8.1f}    {ratio:>5.2f}x")
             results["apply"].append(row)
-            lines.append(f"{m:>4} {t:>12.1f} {row['GBps']:>6.0f} {row['roofline_pct']:>5.0f}% | "
-                         + " | ".join(cells))
+            lines.append(f"{m:>5} {t['radiance']:>11.1f} {row['roofline_pct']:>5.0f}% | " + " | ".join(cells))
             print(lines[-1], flush=True)
-        del rot, peer_fns
+            del x, outs
+        results["worst"][head] = {p: {"ratio": r, "m": m} for p, (r, m) in worst.items()}
+        lines.append("worst ratio (peer / radiance, below 1: radiance slower): "
+                     + ", ".join(f"{p} {r:.2f}x at M = {m}" for p, (r, m) in worst.items())
+                     + f"  [{time.perf_counter() - head_start:.0f} s]")
+        print(lines[-1], flush=True)
+        del fns, peers
         torch.cuda.empty_cache()
-    if not args.no_quantize:
+    if results["worst"]:
+        lines.append("\n## worst cell per head (peer µs / radiance µs; below 1.00: radiance slower)")
+        lines.append(f"{'head':>13} | " + " | ".join(f"{p:>16}" for p in peer_names))
+        for head, worst in results["worst"].items():
+            lines.append(f"{head:>13} | " + " | ".join(
+                f"{worst[p]['ratio']:>6.2f}x at {worst[p]['m']:>5}" if p in worst else f"{'n/a':>16}"
+                for p in peer_names))
+    if args.quantize or args.only_quantize:
         rows, floor_us = bench_quantize(248320, 5120, read_gbs)
         results["quantize"] = {"head": "248320x5120", "floor_us": floor_us, **rows}
         lines.append("\n## quantize_rows 248320 x 5120 bf16, group 128 (floor "
@@ -230,14 +386,15 @@ def main():
             lines.append(f"{clip}: radiance {r['radiance_us'] / 1e3:.2f} ms, torch seed "
                          f"{r['torch_seed_us'] / 1e3:.1f} ms ({r['speedup']:.0f}x), seed transient "
                          f"{r['torch_seed_transient_GiB']:.2f} GiB; radiance allocates only its outputs")
-    text = (f"# radiance GPU benchmark, {env['date']}\n\n{env}\n\nroofline: read {read_gbs:.0f} GB/s, "
-            f"copy {copy_gbs:.0f} GB/s\n" + "\n".join(lines) + "\n")
-    print("\n".join(lines))
+    text = (f"# radiance GPU benchmark, {env['date']}\n\n{env}\n\nceilings: read {read_gbs:.0f} GB/s, "
+            f"copy {copy_gbs:.0f} GB/s, bf16 matmul {mm_tflops:.0f} TFLOP/s\n" + "\n".join(lines) + "\n")
+    worst_at = next((i for i, ln in enumerate(lines) if ln.startswith("\n## worst")), None)
+    print("\n".join(lines[worst_at:] if worst_at is not None else lines[-8:]))
     with open(os.path.join(args.out, "results.md"), "w") as fh:
         fh.write(text)
     with open(os.path.join(args.out, "results.json"), "w") as fh:
         json.dump(results, fh, indent=1)
-    if results["apply"]:
+    if results["apply"] and args.plot:
         plot(results, os.path.join(args.out, "apply.png"))
 
 
@@ -254,13 +411,10 @@ def plot(results, path):
     rows = [r for r in results["apply"] if r["head"] == head]
     ms = [r["m"] for r in rows]
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    for key, label in (("radiance_us", "radiance int4"), ("bf16_us", "bf16 cuBLAS"),
-                       ("fp8_us", "fp8 _scaled_mm"), ("int4 tinygemm_us", "int4 tinygemm")):
+    for key, label in (("radiance_us", "radiance int4"), ("bf16_us", "bf16 cuBLAS"), ("fp8_us", "fp8 _scaled_mm"),
+                       ("humming_us", "Humming int4"), ("tinygemm_us", "int4 tinygemm")):
         if all(key in r for r in rows):
             ax.plot(ms, [r[key] for r in rows], marker="o", label=label)
-    n, k = (int(v) for v in head.split("x"))
-    floor = (n * k // 2 + n * k // 64) / (results["read_GBps"] * 1e3)
-    ax.axhline(floor, color="gray", linestyle="--", label="int4 read floor")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xlabel("tokens M")

@@ -55,7 +55,7 @@ bool LiveFacts::cluster_launch()
 
 /* the activations in boxes of 64 columns x tokens in the 128-byte swizzle, the weights in boxes of
  * one step x rows; on a refusal both zeros */
-bool LiveFacts::ws_maps(int tokens, int rows)
+bool LiveFacts::tile_maps(int tokens, int rows)
 {
     if (rad_tma_encode_2d(&xmap, a_.x, 2, (uint64_t)a_.m, (uint64_t)a_.k, (uint32_t)tokens, 64, 1) != 0 ||
         rad_tma_encode_2d(&wmap, a_.packed, 4, (uint64_t)a_.n, (uint64_t)(a_.k / 8), (uint32_t)rows, kStepWords,
@@ -112,6 +112,7 @@ rad_error_t launch_plan(const ApplyArgs &a, const ApplyPlan &p)
     case ApplyPath::kWmma: return launch_wmma(a, p);
     case ApplyPath::kMfma: return launch_mfma(a, p);
     case ApplyPath::kStreamSharedX: return launch_stream_shared_x(a, p);
+    case ApplyPath::kWgmmaFold: return launch_wgmma_fold(a, p);
     }
     return (rad_error_t)RADIANCE_GPU_EINVAL;
 }

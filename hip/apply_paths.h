@@ -34,7 +34,8 @@ struct ApplyArgs {
 };
 
 /* The plan: the planner's decision (Dispatch, dispatch.h) and the tensor maps it asked for, kWgmma
- * with copy kCopyTmaX (xmap) or kCopyTma (both), kWgmmaWs (both), encoded by the planner. */
+ * with copy kCopyTmaX (xmap) or kCopyTma (both), kWgmmaFold and kWgmmaWs (both), encoded by the
+ * planner. */
 struct ApplyPlan : Dispatch {
     rad_tma_desc_t xmap, wmap;
 };
@@ -50,6 +51,7 @@ rad_error_t launch_wgmma_ws(const ApplyArgs &a, const ApplyPlan &p);
 rad_error_t launch_wmma(const ApplyArgs &a, const ApplyPlan &p);
 rad_error_t launch_mfma(const ApplyArgs &a, const ApplyPlan &p);
 rad_error_t launch_stream_shared_x(const ApplyArgs &a, const ApplyPlan &p);
+rad_error_t launch_wgmma_fold(const ApplyArgs &a, const ApplyPlan &p);
 
 /* Cluster pairs of apply_stream_split_k_kernel that the current device runs at once, looked up
  * once per device (0 where it cannot say, and in builds without clusters). */

@@ -39,7 +39,7 @@ public:
     int64_t sm_count();
     bool cluster_launch();
     int64_t split_k_clusters();
-    bool ws_maps(int tokens, int rows);
+    bool tile_maps(int tokens, int rows);
     bool pipe_x_map(int tokens);
     bool pipe_w_map();
     rad_tma_desc_t xmap, wmap;

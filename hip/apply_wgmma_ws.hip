@@ -1,8 +1,12 @@
 /*
- * apply_wgmma_ws.hip - the Hopper path of apply for more than 32 tokens (sm_90a, G >= 128, both
- * tensor maps granted): the warp-specialized wgmma kernel. A producer warpgroup (one thread of
- * it, with its registers given to the others by setmaxnreg) issues every TMA copy; CWG consumer
- * warpgroups of 64 rows each only wait for full slots, dequantize, rescale and queue wgmmas.
+ * apply_wgmma_ws.hip - the warp-specialized wgmma kernel (sm_90a, G >= 128, both tensor maps),
+ * the Hopper path of apply for more than 32 tokens until the folding kernel (apply_wgmma_fold.hip,
+ * issue 22) replaced it. Its tiles are instantiated only in the benchmark build
+ * (RADIANCE_KERNEL_VARIANTS), which times them beside the folding kernel's: the library's planner
+ * never takes this path (dispatch.h says why), so the library's launcher holds no kernel. A
+ * producer warpgroup (one thread of it, with its registers given to the others by setmaxnreg)
+ * issues every TMA copy; CWG consumer warpgroups of 64 rows each only wait for full slots,
+ * dequantize, rescale and queue wgmmas.
  *
  * Why (docs/PERF_LOG.md, "Seventh round"): in apply_wgmma_pipe_kernel (apply_wgmma_pipe.hip)
  * thread 0 of the first warpgroup issues the copies and first waits for the slot's empty barrier,
@@ -233,34 +237,34 @@ rad_error_t launch_ws(const ApplyArgs &a, const ApplyPlan &p)
 
 } // namespace
 
-/* The instantiations a plan can name: (tokens, consumer warpgroups, two A-fragment sets). The
- * library holds those make_plan takes (ws_tile in apply.hip); the benchmark build the measured
- * others. */
-#define RAD_WS_LIBRARY(X) \
-    X(64, 3, true)        \
-    X(96, 2, true)        \
-    X(128, 3, false)      \
-    X(160, 3, false)      \
-    X(192, 2, false)      \
-    X(224, 2, false)      \
-    X(256, 2, true)
-#define RAD_WS_VARIANTS(X) \
-    X(64, 2, true)         \
-    X(128, 2, true)        \
-    X(160, 2, false)       \
+/* The instantiations the benchmark build holds: (tokens, consumer warpgroups, two A-fragment sets);
+ * the first seven were the library's tiles of the seventh round (docs/PERF_LOG.md, run 35). */
+#define RAD_WS_TILES(X) \
+    X(64, 3, true)      \
+    X(96, 2, true)      \
+    X(128, 3, false)    \
+    X(160, 3, false)    \
+    X(192, 2, false)    \
+    X(224, 2, false)    \
+    X(256, 2, true)     \
+    X(64, 2, true)      \
+    X(128, 2, true)     \
+    X(160, 2, false)    \
     X(256, 2, false)
 
 rad_error_t launch_wgmma_ws(const ApplyArgs &a, const ApplyPlan &p)
 {
+#if defined(RADIANCE_KERNEL_VARIANTS)
     const bool db = p.a_sets == 2;
 #define RAD_WS_CASE(T, C, D)                                                                                    \
     if (p.tokens == T && p.consumer_wgs == C && db == D && a.group >= 128)                                      \
         return a.group == 128 ? launch_ws<128, T, C, D>(a, p) : launch_ws<256, T, C, D>(a, p);
-    RAD_WS_LIBRARY(RAD_WS_CASE)
-#if defined(RADIANCE_KERNEL_VARIANTS)
-    RAD_WS_VARIANTS(RAD_WS_CASE)
-#endif
+    RAD_WS_TILES(RAD_WS_CASE)
 #undef RAD_WS_CASE
+#else
+    (void)a;
+    (void)p;
+#endif
     return (rad_error_t)RADIANCE_GPU_EINVAL;
 }
 

@@ -19,7 +19,9 @@
  *   int64_t sm_count()               multiprocessors
  *   bool cluster_launch()            the build has thread-block clusters (NVIDIA)
  *   int64_t split_k_clusters()       split-k cluster pairs the device runs at once
- *   bool ws_maps(tokens, rows)       the warp-specialized kernel's two tensor maps were granted
+ *   bool tile_maps(tokens, rows)     the two tensor maps of the folding (and warp-specialized)
+ *                                    kernel were granted: the activations in boxes of tokens x 64
+ *                                    columns, the weights in boxes of rows x one step
  *   bool pipe_x_map(tokens)          the pipe kernel's activation map was granted
  *   bool pipe_w_map()                its weight map was granted (asked only after the first)
  *
@@ -41,10 +43,13 @@ enum class ApplyPath {
     kTile,   /* mma.sync, activations shared by 8 warps through shared memory: apply_mma.hip */
     kStream, /* mma.sync, weights through a per-warp cp.async ring (few tokens, G >= 128): apply_stream.hip */
     kWgmma,  /* sm_90a warpgroup MMA fed by TMA, 7-32 tokens and the fallbacks (G >= 128): apply_wgmma_pipe.hip */
-    kWgmmaWs, /* sm_90a warp-specialized wgmma, more than 32 tokens (G >= 128): apply_wgmma_ws.hip */
+    kWgmmaWs, /* sm_90a warp-specialized wgmma (G >= 128): apply_wgmma_ws.hip, benchmark build only
+               * (decide never takes it: the folding kernel needs the same tensor maps) */
     kStreamSharedX, /* kStream with the activations in shared memory, one block per SM: apply_stream.hip */
     kWmma,   /* AMD RDNA3/RDNA4 WMMA through the rad_wmma layer (wmma.h): apply_wmma.hip */
     kMfma,   /* AMD CDNA (gfx942, gfx90a) MFMA through the rad_mfma layer (mfma.h): apply_mfma.hip */
+    kWgmmaFold, /* sm_90a wgmma, the group scale folded into the dequantized weights (more than 32
+                 * tokens; 9-32 for G < 128): apply_wgmma_fold.hip */
 };
 
 /* kStream: how a warp reads the activations of its tokens. From global memory (through L1), lanes
@@ -127,7 +132,8 @@ struct Dispatch {
     /* kWgmmaWs: a producer warpgroup and consumer_wgs consumer warpgroups of 64 rows, a_sets
      * A-fragment sets (2: the next step's built while the current one's wgmmas run), 64-256 tokens
      * (in `tokens`) in steps of 32, both tensor maps (the weights' boxes 64 consumer_wgs rows);
-     * `blocks` > 0: persistent, one block per SM looping over tiles */
+     * `blocks` > 0: persistent, one block per SM looping over tiles. kWgmmaFold: `tokens` and
+     * consumer_wgs name its tile (always persistent, both tensor maps) */
     int consumer_wgs, a_sets;
     /* kStreamSharedX: steps per ring slot, warps per block, blocks (at most one per SM), dynamic
      * shared memory bytes (the rings and the activations), all from plan_stream_shared_x; smem
@@ -255,46 +261,65 @@ bool plan_wgmma(Facts &f, int tokens, int refuse, Dispatch *p)
     return true;
 }
 
-/* A tile of the warp-specialized wgmma kernel (apply_wgmma_ws.hip): tokens (64 to 256 in steps of
- * 32), consumer warpgroups of 64 rows, A-fragment sets, persistent blocks or one per tile. */
+/* A tile of the warp-specialized wgmma kernel (apply_wgmma_ws.hip, benchmark build): tokens (64 to
+ * 256 in steps of 32), consumer warpgroups of 64 rows, A-fragment sets, persistent blocks or one
+ * per tile. The planner took it for more than 32 tokens with G >= 128 until the folding kernel
+ * (issue 22); the benchmark build keeps it to time beside that one (ws<...> in variants.def). */
 struct WsTile {
     int tokens, consumer_wgs, a_sets;
     bool persistent;
 };
 
-/* The library's tile for m > 32 tokens: the smallest token count in 32s that holds m (256 beyond,
- * in chunks), with the consumer warpgroups (3 where their accumulators fit in 160 registers, up
- * to 160 tokens), A-fragment sets and persistence that timed best for that count on the H200
- * (248320 x 5120, docs/PERF_LOG.md seventh round, run 35; differences of 1-4 % between the
- * persistent and per-tile grids are within run-to-run noise there). The library build holds
- * exactly these tiles (RAD_WS_LIBRARY in apply_wgmma_ws.hip). */
-inline WsTile ws_tile(int64_t m)
-{
-    const int tokens = m >= 256 ? 256 : (int)(m <= 64 ? 64 : (m + 31) / 32 * 32);
-    switch (tokens) {
-    case 64: return {64, 3, 2, true};    /* 378.5 us */
-    case 96: return {96, 2, 2, true};    /* 546.3 */
-    case 128: return {128, 3, 1, true};  /* 624.3 */
-    case 160: return {160, 3, 1, false}; /* 728.8 */
-    case 192: return {192, 2, 1, true};  /* 939.4 */
-    case 224: return {224, 2, 1, false}; /* 1037.2 */
-    default: return {256, 2, 2, false};  /* 1098.4 */
-    }
-}
-
 /* The warp-specialized kernel with tile `w`, where both its tensor maps are granted (else false,
- * p untouched: the caller then takes plan_wgmma, whose fallbacks copy without TMA). */
+ * p untouched). */
 template <class Facts>
 bool plan_wgmma_ws(Facts &f, WsTile w, int refuse, Dispatch *p)
 {
     if ((refuse & (RADIANCE_GPU_TEST_REFUSE_XMAP | RADIANCE_GPU_TEST_REFUSE_WMAP)) ||
-        !f.ws_maps(w.tokens, 64 * w.consumer_wgs))
+        !f.tile_maps(w.tokens, 64 * w.consumer_wgs))
         return false;
     p->path = ApplyPath::kWgmmaWs;
     p->tokens = w.tokens;
     p->consumer_wgs = w.consumer_wgs;
     p->a_sets = w.a_sets;
     p->blocks = w.persistent ? 1 : 0;
+    return true;
+}
+
+/* A tile of the folding wgmma kernel (apply_wgmma_fold.hip): tokens (16, 32, then 64 to 256 in
+ * steps of 32) and consumer warpgroups of 64 rows (3 up to 160 tokens, 2 from 192: the pairs
+ * RAD_FOLD_TILES instantiates). */
+struct FoldTile {
+    int tokens, consumer_wgs;
+};
+
+/* The library's fold tile for m tokens: the tokens split into equal chunks of at most 256 (the
+ * largest wgmma n), each rounded up to 16 up to 32 tokens and to 32 beyond, so that no token count
+ * wastes more than 31 tokens per chunk (384 tokens as two chunks of 192: 1441 us against the
+ * warp-specialized kernel's 1991 with two of 256, 248320 x 5120, H200, docs/PERF_LOG.md eighth
+ * round, run 43; the chunking and the kernel change were not timed apart); 3 consumer
+ * warpgroups (192 rows: less activation traffic per row) where their accumulators fit without
+ * spilling, up to 160 tokens, else 2 (nvcc 13.0, sm_90a, run 43). */
+inline FoldTile fold_tile(int64_t m)
+{
+    const int64_t chunks = (m + 255) / 256;
+    const int64_t per = (m + chunks - 1) / chunks;
+    const int tokens = per <= 16 ? 16 : per <= 32 ? 32 : (int)((per + 31) / 32 * 32);
+    return {tokens, tokens <= 160 ? 3 : 2};
+}
+
+/* The folding kernel with tile `w`, where k is a multiple of 32 (the weights' map needs a row
+ * pitch of 16 bytes) and both its tensor maps are granted; any group size. Else false, p
+ * untouched. */
+template <class Facts>
+bool plan_wgmma_fold(const Call &c, Facts &f, FoldTile w, int refuse, Dispatch *p)
+{
+    if (c.k % 32 != 0 || (refuse & (RADIANCE_GPU_TEST_REFUSE_XMAP | RADIANCE_GPU_TEST_REFUSE_WMAP)) ||
+        !f.tile_maps(w.tokens, 64 * w.consumer_wgs))
+        return false;
+    p->path = ApplyPath::kWgmmaFold;
+    p->tokens = w.tokens;
+    p->consumer_wgs = w.consumer_wgs;
     return true;
 }
 
@@ -374,9 +399,19 @@ Dispatch decide(const Call &c, Facts &f, int refuse)
     if (c.m <= 16 && big_groups && !(refuse & RADIANCE_GPU_TEST_NO_SHARED_X) &&
         plan_stream_split_k(c, f, kSharedXMinWarps, &p))
         return p;
-    /* more than 32 tokens: the warp-specialized kernel with the smallest wgmma n that holds m (256
-     * beyond), where both tensor maps are granted (seventh round, docs/PERF_LOG.md) */
-    if (c.m > 32 && wgmma() && plan_wgmma_ws(f, ws_tile(c.m), refuse, &p)) return p;
+    /* more than 32 tokens (9-32 for groups under 128, which the kernels below serve only by
+     * mma.sync): the group scale folded into the dequantized weights, so no warpgroup drains its
+     * wgmmas between groups (docs/PERF_LOG.md eighth round, run 43, 248320 x 5120, H200: 916.8 /
+     * 1441 / 3895 / 8181 us at 256 / 384 / 1024 / 2048 tokens against the warp-specialized
+     * kernel's 940 / 1991 / 4257 / 8320 in issue 22's table; group 64, 49152 x 576: 15.9 / 19.6 us
+     * at 16 / 64 tokens against the tiled mma.sync kernel's 38 / 59, now ahead of bf16's 19.8 /
+     * 22.8).
+     * Where its maps are refused, the warp-specialized kernel is no fallback: it asks for the same
+     * two maps (boxes differing only in size, which no refusal depends on: the driver checks the
+     * addresses, strides and swizzle, the same for both), and k % 32 == 0 always holds (a group is
+     * 32-256 columns and divides k). So the older wgmma kernels or mma.sync follow. */
+    const bool fold_ok = !(refuse & RADIANCE_GPU_TEST_NO_WGMMA) && f.wgmma_built();
+    if ((c.m > 32 || !big_groups) && fold_ok && plan_wgmma_fold(c, f, fold_tile(c.m), refuse, &p)) return p;
     const int tokens = c.m <= 16 ? 16 : c.m <= 32 ? 32 : c.m <= 64 ? 64 : 128;
     if (wgmma() && plan_wgmma(f, tokens, refuse, &p)) return p;
     p.path = ApplyPath::kTile;

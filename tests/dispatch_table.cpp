@@ -20,7 +20,7 @@ struct Gpu {
     int sm, wmma_arch;
     bool wmma_ok, wgmma_built, cluster_launch;
     int64_t smem_optin, sm_count, split_k_clusters;
-    bool ws_maps, pipe_x_map, pipe_w_map;  // what the driver grants (refusals: the fallback tables)
+    bool tile_maps, pipe_x_map, pipe_w_map;  // what the driver grants (refusals: the fallback tables)
     bool mfma = false, mfma_ok = false;    // CDNA's MFMA layout, its self-check passed
 };
 
@@ -36,7 +36,7 @@ struct FixedFacts {
     int64_t sm_count() { return g.sm_count; }
     bool cluster_launch() { return g.cluster_launch; }
     int64_t split_k_clusters() { return g.split_k_clusters; }
-    bool ws_maps(int, int) { return g.ws_maps; }
+    bool tile_maps(int, int) { return g.tile_maps; }
     bool pipe_x_map(int) { return g.pipe_x_map; }
     bool pipe_w_map() { return g.pipe_w_map; }
 };
@@ -73,6 +73,10 @@ std::string describe(const Dispatch &d)
     case ApplyPath::kWgmmaWs:
         snprintf(buf, sizeof buf, "wgmma warp-specialized, %d tokens, %d consumer warpgroups, A-fragment sets %d, %s (apply_wgmma_ws)",
                  d.tokens, d.consumer_wgs, d.a_sets, d.blocks > 0 ? "persistent" : "a block per tile");
+        break;
+    case ApplyPath::kWgmmaFold:
+        snprintf(buf, sizeof buf, "wgmma, scale folded into the weights, %d tokens, %d consumer warpgroups, persistent (apply_wgmma_fold)",
+                 d.tokens, d.consumer_wgs);
         break;
     case ApplyPath::kWmma:
         snprintf(buf, sizeof buf, "WMMA gfx%d, %d tokens per wave (apply_wmma)", d.wmma_arch, 16 * d.token_tiles);
@@ -173,7 +177,7 @@ int main()
     const Gpu amd_vector = {"AMD CDNA with RADIANCE_AMD_MFMA=0 or a failed self-check, RDNA with RADIANCE_AMD_WMMA=0 "
                             "or a failed self-check, other AMD GPUs", 0, 0, false, false, false, 65536, 304, 0, false,
                             false, false};
-    const Gpu h200_no_ws = {"H200, the warp-specialized kernel's tensor maps refused", 90, 0, false, true, true,
+    const Gpu h200_no_tile = {"H200, the folding kernel's tensor maps refused", 90, 0, false, true, true,
                             232448, 132, 66, false, true, true};
     const Gpu h200_no_w = {"H200, only the activations' tensor map granted", 90, 0, false, true, true, 232448, 132,
                            66, false, true, false};
@@ -192,7 +196,7 @@ int main()
     table(rdna3, {128}, {1024, 5120}, 300);
     table(cdna, {128}, {1024, 5120}, 300);
     table(amd_vector, {128}, {1024, 5120}, 300);
-    table(h200_no_ws, {128}, {5120}, 300);
+    table(h200_no_tile, {128}, {5120}, 300);
     table(h200_no_w, {128}, {5120}, 300);
     table(h200_no_maps, {128}, {5120}, 300);
     return 0;

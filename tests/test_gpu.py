@@ -47,14 +47,37 @@ def assert_same_quantization(packed, scales, packed_cpu, scales_cpu, seed):
     )
 
 
-def assert_within_bf16_of_float64(got, x, packed, scales, group_size, bias, seed, floor=1e-6):
+def folded_weights(packed, scales, group_size):
+    """float64 bf16_rne(q * s): the weights of the folding kernel (docs/FORMAT.md, "Rounding of
+    apply"). q * s is exact in float32 (4 + 8 significant bits); ml_dtypes rounds to nearest even."""
+    return radiance.dequantize(packed, scales, group_size).astype(BF16).astype(np.float64)
+
+
+def folds(m, group_size, flags=0):
+    """Whether the planner folds the scale into the weights for this call (hip/apply.hip, make_plan;
+    docs/FORMAT.md says which calls fold): sm_90 with its wgmma kernels and tensor maps, more than
+    32 tokens, or 9-32 where the group is under 128."""
+    if torch.cuda.get_device_capability() != (9, 0) or flags & (NO_MMA | NO_WGMMA | REFUSE_XMAP | REFUSE_WMAP):
+        return False
+    return m > 32 or (m > 8 and group_size < 128)
+
+
+def assert_within_bf16_of_float64(got, x, packed, scales, group_size, bias, seed, floor=1e-6, folded=False):
     """got within one bf16 rounding (2^-8 relative) of the float64 logits of the quantized head,
-    plus fp32 accumulation over K; `floor` absolute."""
-    ref = apply_reference(x, radiance.unpack_shuffle(packed), scales, group_size, bias)
-    w_hat = radiance.dequantize(packed, scales, group_size).astype(np.float64)
+    plus fp32 accumulation over K; `floor` absolute. folded: of the head whose weights are
+    bf16_rne(q * s) (the folding kernel), else of q * s exactly."""
+    if folded:
+        w_hat = folded_weights(packed, scales, group_size)
+        ref = np.asarray(x).astype(np.float64) @ w_hat.T
+        if bias is not None:
+            ref = ref + np.asarray(bias).astype(np.float64)
+    else:
+        ref = apply_reference(x, radiance.unpack_shuffle(packed), scales, group_size, bias)
+        w_hat = radiance.dequantize(packed, scales, group_size).astype(np.float64)
     bound = 2.0**-8 * np.abs(ref) + 2e-6 * (np.abs(x.astype(np.float64)) @ np.abs(w_hat).T) + floor
     excess = np.abs(np.asarray(got).astype(np.float64) - ref) / bound
-    assert excess.max() <= 1.0, f"seed {seed}: worst error {excess.max():.2f}x the bound"
+    what = "bf16(q * s)" if folded else "q * s"
+    assert excess.max() <= 1.0, f"seed {seed}: worst error {excess.max():.2f}x the bound (weights {what})"
 
 
 @pytest.mark.parametrize("group_size", [32, 64, 128, 256])
@@ -101,14 +124,16 @@ def test_apply_gpu_matches_float64(m, k, group_size):
     torch.cuda.synchronize()
     got = to_numpy(y).astype(np.float64)
     assert np.isfinite(got).all(), f"unwritten outputs (seed {seed})"
-    assert_within_bf16_of_float64(got, x, packed, scales, group_size, bias, seed)
+    assert_within_bf16_of_float64(got, x, packed, scales, group_size, bias, seed, folded=folds(m, group_size))
 
 
-# Every tile the planner picks from 9 tokens (hip/apply.hip, make_plan and ws_tile): the split-k
+# Every tile the planner picks from 9 tokens (hip/dispatch.h, decide and fold_tile): the split-k
 # stream kernel for 9-16 tokens where the halves of k fit (and, with NO_SHARED_X, the wgmma kernel
-# instead), and each token count of the warp-specialized wgmma kernel (64 to 256 in 32s; above
-# 256 in chunks). Heads of 40001 rows give every persistent block several tiles (more tiles than
-# an H200 has SMs), so the ring carries on from one tile to the next.
+# instead), and each tile of the folding wgmma kernel (16 and 32 tokens for groups under 128; 64 to
+# 256 in 32s; above 256 in equal chunks: 257 as 2 x 160, 384 as 2 x 192, 700 as 3 x 256, 1000 as
+# 4 x 256), checked against float64 of bf16_rne(q * s) where it folds. Heads of 40001 rows give
+# every persistent block several tiles (more tiles than an H200 has SMs), so the ring carries on
+# from one tile to the next; k = 576 and 1376 end inside a 128-column step.
 @pytest.mark.parametrize("flags", [0, NO_SHARED_X], ids=["auto", "no_shared_x"])
 @pytest.mark.parametrize("m", [9, 12, 16, 40, 96, 129, 160, 192, 224, 255, 257])
 @pytest.mark.parametrize("n, k, group_size", [(40001, 640, 128), (3001, 5120, 128), (1999, 2304, 256)])
@@ -116,10 +141,24 @@ def test_apply_gpu_every_tile_matches_float64(flags, m, n, k, group_size):
     check_flags_against_float64(flags, m, n, k, group_size)
 
 
+@pytest.mark.parametrize(
+    "m, n, k, group_size",
+    [
+        *[(m, n, k, g) for m in (13, 30, 33, 120) for n, k, g in ((20001, 576, 64), (2999, 1376, 32))],
+        *[(m, 2001, 1024, 128) for m in (384, 700)],
+        (1000, 3001, 640, 128),
+        (300, 1999, 2304, 256),
+    ],
+)
+def test_apply_gpu_every_fold_tile_matches_float64(m, n, k, group_size):
+    check_flags_against_float64(0, m, n, k, group_size)
+
+
 @pytest.mark.parametrize("m", [1, 16, 64, 65, 200])
 def test_apply_gpu_hand_made_scales_match_float64(m):
     """Scales quantize_rows never makes (zero, subnormal, a fall of 2^30 within a row, negative):
-    the running-scale kernel (m > 64) hands those rows to its exact loop; every path stays exact."""
+    the folding kernel (m > 32 on sm_90) rounds each q * s to bf16 as FORMAT.md states, subnormal
+    products included; the running-scale kernels hand those rows to their exact loop."""
     rng, seed = fresh_rng()
     n, k, group_size = 1031, 1024, 128
     packed = rng.integers(-(2**31), 2**31, (n, k // 8), dtype=np.int64).astype(np.int32)
@@ -132,7 +171,8 @@ def test_apply_gpu_hand_made_scales_match_float64(m):
     scales = scales.astype(BF16)
     x = rng.standard_normal((m, k)).astype(BF16)
     got = to_numpy(radiance.apply(to_torch(x), to_torch(packed), to_torch(scales), group_size=group_size))
-    assert_within_bf16_of_float64(got, x, packed, scales, group_size, None, seed, floor=1e-30)
+    assert_within_bf16_of_float64(got, x, packed, scales, group_size, None, seed, floor=1e-30,
+                                  folded=folds(m, group_size))
 
 
 def test_apply_gpu_any_m_without_bias_matches_cpu_path():
@@ -341,7 +381,8 @@ def check_flags_against_float64(flags, m, n, k, group_size):
     bias = rng.standard_normal(n).astype(BF16) if m % 2 else None
     got = apply_with_flags(flags, x, packed, scales, bias, group_size, n).astype(np.float64)
     assert np.isfinite(got).all(), f"unwritten outputs (seed {seed})"
-    assert_within_bf16_of_float64(got, x, packed, scales, group_size, bias, seed)
+    assert_within_bf16_of_float64(got, x, packed, scales, group_size, bias, seed,
+                                  folded=folds(m, group_size, flags))
 
 
 @pytest.mark.parametrize(
@@ -385,7 +426,8 @@ def test_apply_gpu_shared_x_matches_float64(flags, m, k, group_size):
     bias = rng.standard_normal(n).astype(BF16) if (m + k // 128) % 2 else None
     got = apply_with_flags(flags, x, packed, scales, bias, group_size, n).astype(np.float64)
     assert np.isfinite(got).all(), f"unwritten outputs (seed {seed})"
-    assert_within_bf16_of_float64(got, x, packed, scales, group_size, bias, seed)
+    assert_within_bf16_of_float64(got, x, packed, scales, group_size, bias, seed,
+                                  folded=folds(m, group_size, flags))
 
 
 @pytest.mark.parametrize("m", [1, 2, 5, 6])

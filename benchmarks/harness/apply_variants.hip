@@ -18,7 +18,7 @@ namespace radiance {
 namespace {
 
 enum VariantKind { kVarAuto, kVarVector, kVarMma, kVarTile, kVarStream, kVarStreamWhole, kVarStreamXs, kVarSplitK,
-                   kVarWgmma, kVarWs };
+                   kVarWgmma, kVarWs, kVarFold };
 
 struct Variant {
     VariantKind kind;
@@ -98,6 +98,10 @@ int variant_plan(const ApplyArgs &a, const Variant &v, ApplyPlan *p)
     case kVarWgmma: ok = variant_wgmma(a, v.p0, v.p1, v.p2, p); break;
     case kVarWs:
         ok = big_groups && wgmma_built() && plan_wgmma_ws(f, WsTile{v.p0, v.p1, v.p2, v.p3 != 0}, 0, p);
+        if (ok) *p = plan_of(*p, f);
+        break;
+    case kVarFold:
+        ok = wgmma_built() && plan_wgmma_fold(call_of(a), f, FoldTile{v.p0, v.p1}, 0, p);
         if (ok) *p = plan_of(*p, f);
         break;
     default: return RADIANCE_GPU_EINVAL;

@@ -82,12 +82,12 @@ if [ "$what" != bench ]; then  # tests, smoke, all
     echo "memcheck rc=$? :: $(grep -E 'ERROR SUMMARY|passed|failed' "$OUT/memcheck.log" | tail -2 | tr '\n' ' ')"
 fi
 if [ "$what" = smoke ]; then
-    timeout 120 python3 benchmarks/gpu.py --heads 49152x576 --m 1,16 --no-quantize --out "$OUT/smoke" \
+    timeout 120 python3 benchmarks/gpu.py --heads 49152x576 --m 1,16,64 --round-budget 0.05 --out "$OUT/smoke" \
         >"$OUT/smoke.log" 2>&1
     echo "gpu.py smoke rc=$?"; tail -8 "$OUT/smoke.log"
 fi
 if [ "$what" = bench ] || [ "$what" = all ]; then
-    { nvidia-smi; timeout 400 python3 benchmarks/gpu.py --out "$OUT"; } >"$OUT/bench.log" 2>&1
+    { nvidia-smi; timeout 400 python3 benchmarks/gpu.py --round-budget 0.1 --quantize --out "$OUT"; } >"$OUT/bench.log" 2>&1
     echo "gpu.py rc=$?"
     timeout 120 python3 benchmarks/torch_op.py >"$OUT/torch_op.log" 2>&1
     echo "torch_op.py rc=$?"

@@ -64,14 +64,14 @@ TIME_VARIANTS = {
     12: "auto,wgquad16,streamsplitk",
     16: "auto,wgquad16,wgpipe16,streamsplitk",
     32: "auto,wgpipe32",
-    48: "auto,ws3d64p",
-    64: "auto,wgtma64,ws3d64p,ws3d64n,ws2d64p",
-    96: "auto,ws2d96p,ws2d96n",
-    128: "auto,wgpipers128,ws3s128p,ws3s128n,ws2d128p",
-    160: "auto,ws2s160p,ws2s160n,ws3s160p,ws3s160n",
-    192: "auto,ws2s192p,ws2s192n",
-    224: "auto,ws2s224p,ws2s224n",
-    256: "auto,wgpipers128,ws2s256p,ws2s256n,ws2d256n",
+    48: "auto,ws3d64p,fold3x64",
+    64: "auto,wgtma64,ws3d64p,ws3d64n,ws2d64p,fold3x64",
+    96: "auto,ws2d96p,ws2d96n,fold3x96",
+    128: "auto,wgpipers128,ws3s128p,ws3s128n,ws2d128p,fold3x128",
+    160: "auto,ws2s160p,ws2s160n,ws3s160p,ws3s160n,fold3x160",
+    192: "auto,ws2s192p,ws2s192n,fold2x192",
+    224: "auto,ws2s224p,ws2s224n,fold2x224",
+    256: "auto,wgpipers128,ws2s256p,ws2s256n,ws2d256n,fold2x256,fold3x128",
 }
 
 

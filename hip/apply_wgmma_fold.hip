@@ -1,0 +1,290 @@
+/*
+ * apply_wgmma_fold.hip - the Hopper path of apply for many tokens (sm_90a): wgmma m64nTk16 with
+ * the weights dequantized *with their group scale* into the register A fragments,
+ * w = bf16_rne(q * s), and the activations as the shared-memory B operand, fed by a producer
+ * warpgroup's TMA copies through a full/empty mbarrier ring (as apply_wgmma_ws_kernel,
+ * apply_wgmma_ws.hip).
+ *
+ * Why (docs/PERF_LOG.md, issue 22): the warp-specialized kernel applies the scale to the fp32
+ * accumulators (the running scale), so each warpgroup waits for all its wgmmas at every 128-column
+ * step before the next group's products may enter; at 170+ tokens the tensor pipe idled on those
+ * drains. Here the scale is inside the operand, nothing touches the accumulators between steps,
+ * and a warpgroup keeps one step's wgmmas in flight while it builds the next step's fragments
+ * (wgmma.wait_group 1, two fragment sets). Marlin and Machete, the W4A16 kernels vLLM ships,
+ * apply group scales the same way. The price is one bf16 rounding of each dequantized weight:
+ * docs/FORMAT.md, "Rounding of apply", states it, and tests/test_gpu.py checks it against float64.
+ *
+ * Because a 16-byte quarter of a row's 128-column step is 32 columns, any group of 32 to 256
+ * columns has one scale per quarter: the kernel takes the group as a shift (no per-group
+ * instantiation), so groups 32 and 64 run here too. k need only be a multiple of 32 (the TMA
+ * tensor maps' row pitch); a last step past k reads zeros from the TMA engine and a zero scale.
+ *
+ * A tile is 64 CWG rows x TOKENS tokens; blocks are persistent (one per SM, tiles blockIdx.x, +
+ * gridDim.x, ...), and the producer runs on into the next tile's steps while the consumers write
+ * a tile out, so heads with few steps per row (k <= 1024) keep the ring full across tiles. The
+ * planner (dispatch.h, fold_tile) splits the tokens into equal chunks of at most 256, each rounded
+ * up to 32, so no token count wastes more than 31 tokens per chunk.
+ */
+#include "apply_common.h"
+#include "apply_paths.h"
+#include "ptx_sm90.h"
+#include "runtime.h"
+
+namespace radiance {
+namespace {
+
+template <int V>
+struct FoldSet { /* a compile-time index: which half of a step (and fragment set); the last half */
+    static constexpr int value = V;
+};
+
+template <int TOKENS, int CWG>
+struct FoldCfg {
+    static constexpr int rows = 64 * CWG;
+    static constexpr int wbytes = rows * 64; /* the weights of one step: rows x 16 words */
+    static constexpr int stage_bytes = wbytes + TOKENS * 256;
+    static constexpr int stages_fit = (227 * 1024 - 1024 - 16 * 8) / stage_bytes;
+    static constexpr int stages = stages_fit > 8 ? 8 : stages_fit;
+    static constexpr int smem = 1024 + stages * stage_bytes + 16 * stages;
+    static constexpr int threads = 128 * (CWG + 1);
+    /* registers per thread after setmaxnreg (the SM has 65536): 2 consumer warpgroups
+     * 2 x 128 x 232 + 128 x 40 = 64512; 3: 3 x 128 x 160 + 128 x 24 = 64512 */
+    static constexpr int consumer_regs = CWG == 2 ? 232 : 160;
+    static constexpr int producer_regs = CWG == 2 ? 40 : 24;
+
+};
+
+#if defined(RAD_HAS_WGMMA)
+/* The scales of one 128-column step for this thread's rows (hi = 0: row, 1: row + 8), one per
+ * 32-column quarter q (the same value four times for groups of 128 and more), as bf16 bits; 0
+ * for rows past n and groups past k (whose weights and activations read as zeros). */
+__device__ __forceinline__ void fold_load_scales(const uint16_t *srow0, const uint16_t *srow1, unsigned rows_ok,
+                                                 int64_t ng, int group_shift, int step, uint32_t (&sb)[2][4])
+{
+    if (group_shift >= 7) {
+        const int64_t grp = ((int64_t)step * 128) >> group_shift;
+        const bool in = grp < ng;
+        sb[0][0] = in && (rows_ok & 1u) ? srow0[grp] : 0u;
+        sb[1][0] = in && (rows_ok & 2u) ? srow1[grp] : 0u;
+#pragma unroll
+        for (int q = 1; q < 4; q++) {
+            sb[0][q] = sb[0][0];
+            sb[1][q] = sb[1][0];
+        }
+        return;
+    }
+#pragma unroll
+    for (int q = 0; q < 4; q++) {
+        const int64_t grp = ((int64_t)step * 128 + 32 * q) >> group_shift;
+        const bool in = grp < ng;
+        sb[0][q] = in && (rows_ok & 1u) ? srow0[grp] : 0u;
+        sb[1][q] = in && (rows_ok & 2u) ? srow1[grp] : 0u;
+    }
+}
+
+/* The A fragments of half H of one step (slices 4 H .. 4 H + 3: words 8 H .. 8 H + 7 of each row,
+ * quarters 2 H and 2 H + 1) with the scale folded in: as wg_build_a (wgmma_common.h), thread t
+ * takes nibble pair t of every word (columns 2 t, 2 t + 1 of each 8), then each pair (q, exact in
+ * bf16) times its quarter's scale in one bf16x2 FMA with a -0 addend: bf16_rne(q * s) per weight. */
+template <int H>
+__device__ __forceinline__ void fold_build_a(const unsigned char *st, int row, int shift, const uint32_t (&sb)[2][4],
+                                             uint32_t (&a)[4][4])
+{
+#pragma unroll
+    for (int qq = 0; qq < 2; qq++)
+#pragma unroll
+        for (int hi = 0; hi < 2; hi++) {
+            const int q = 2 * H + qq;
+            const uint4 v = *(const uint4 *)(st + (row + 8 * hi) * 64 + q * 16);
+            const uint32_t w4[4] = {v.x, v.y, v.z, v.w};
+            const uint32_t s2 = sb[hi][q] * 0x10001u; /* the scale in both bf16 lanes */
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                const int word = 4 * qq + i; /* slice 4 H + word / 2, k-half word % 2 */
+                a[word >> 1][2 * (word & 1) + hi] = rad_fma_bf16x2(dequant_pair(w4[i], shift), s2, 0x80008000u);
+            }
+        }
+}
+
+/* Pins the accumulators to their registers across the code between wgmma groups, so that the
+ * compiler moves none of them while a group is in flight (ptxas would then serialize, C7514). */
+template <int NA>
+__device__ __forceinline__ void fold_pin(float (&acc)[NA])
+{
+#pragma unroll
+    for (int r = 0; r < NA; r++) rad_order_before(acc[r]);
+}
+#endif
+
+/* Template parameters: TOKENS, the wgmma's n (16 to 256 with an accumulator shape in ptx_sm90.h);
+ * CWG, consumer warpgroups of 64 rows. Registers decide the pairs (nvcc 13.0, sm_90a, -Xptxas -v,
+ * no spills): 3 consumers (160 registers each) up to 160 tokens, 2 (232) up to 256. */
+template <int TOKENS, int CWG>
+__global__ void __launch_bounds__(128 * (CWG + 1), 1)
+apply_wgmma_fold_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const uint16_t *__restrict__ scales,
+                        const uint16_t *__restrict__ bias, int64_t n, uint16_t *__restrict__ out, int group_shift,
+                        int64_t token_chunks, int64_t tiles, const RAD_GRID_CONSTANT rad_tma_desc_t xmap,
+                        const RAD_GRID_CONSTANT rad_tma_desc_t wmap)
+{
+#if defined(RAD_HAS_WGMMA)
+    using Cfg = FoldCfg<TOKENS, CWG>;
+    constexpr int S = Cfg::stages;
+    constexpr int NA = TOKENS / 2;
+    constexpr int kRows = Cfg::rows;
+    constexpr int kConsumers = 128 * CWG; /* threads 0 .. 128 CWG - 1; the last warpgroup: the producer */
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    unsigned char *smem = smem_raw + ((1024u - ((unsigned)__cvta_generic_to_shared(smem_raw) & 1023u)) & 1023u);
+    uint64_t *fullbar = (uint64_t *)(smem + S * Cfg::stage_bytes);
+    uint64_t *emptybar = fullbar + S;
+    const int tid = threadIdx.x;
+    const int64_t ng = k >> group_shift;
+    const int nsteps = (int)((k + 127) / 128);
+
+    if (tid < S) {
+        rad_mbarrier_init(fullbar + tid, 1);
+        rad_mbarrier_init(emptybar + tid, kConsumers / 32); /* one arrival per consumer warp */
+    }
+    rad_fence_mbarrier_init();
+    __syncthreads();
+
+    if (tid >= kConsumers) { /* the producer warpgroup: one thread issues every step's boxes */
+        rad_setmaxnreg_dec<Cfg::producer_regs>();
+        if (tid == kConsumers) {
+            int64_t it = 0; /* steps issued by this block, over all its tiles */
+            for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+                const int rbase = (int)(tile / token_chunks * kRows);
+                const int tok0 = (int)(tile % token_chunks * TOKENS);
+                for (int s = 0; s < nsteps; s++, it++) {
+                    const int slot = (int)(it % S);
+                    if (it >= S) rad_mbarrier_wait(emptybar + slot, (unsigned)(it / S - 1) & 1u);
+                    unsigned char *st = smem + slot * Cfg::stage_bytes;
+                    uint64_t *bar = fullbar + slot;
+                    /* boxes past k or n count their full bytes (the engine writes zeros there) */
+                    rad_mbarrier_arrive_expect_tx(bar, Cfg::stage_bytes);
+                    rad_tma_load_2d(st, &wmap, s * kStepWords, rbase, bar);
+                    rad_tma_load_2d(st + Cfg::wbytes, &xmap, s * 128, tok0, bar);
+                    rad_tma_load_2d(st + Cfg::wbytes + TOKENS * 128, &xmap, s * 128 + 64, tok0, bar);
+                }
+            }
+        }
+        return;
+    }
+    rad_setmaxnreg_inc<Cfg::consumer_regs>();
+
+    const int wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31;
+    const int g = lane >> 2, t = lane & 3;
+    const int shift = 4 * t;
+    const int local0 = wg * 64 + warp * 16 + g; /* rows local0 (hi = 0) and local0 + 8 (hi = 1) */
+    /* the ring position of the tile's first step: slot base0, phase parity phase0 */
+    int base0 = 0;
+    unsigned phase0 = 0;
+    for (int64_t tile = blockIdx.x; tile < tiles;
+         tile += gridDim.x, phase0 ^= (unsigned)((base0 + nsteps) / S) & 1u, base0 = (base0 + nsteps) % S) {
+        const int64_t rbase = tile / token_chunks * kRows;
+        const int64_t tok0 = tile % token_chunks * TOKENS;
+        const int64_t row0 = rbase + local0;
+        const unsigned rows_ok = (row0 < n ? 1u : 0u) | (row0 + 8 < n ? 2u : 0u);
+        const uint16_t *srow0 = scales + (row0 < n ? row0 : 0) * ng;
+        const uint16_t *srow1 = scales + (row0 + 8 < n ? row0 + 8 : 0) * ng;
+        float acc[NA];
+#pragma unroll
+        for (int r = 0; r < NA; r++) acc[r] = 0.0f;
+        uint32_t afr[2][4][4]; /* the fragments of a step's two halves (4 slices each) */
+        uint32_t sb[2][4];
+        fold_load_scales(srow0, srow1, rows_ok, ng, group_shift, 0, sb);
+
+        /* half H of step s: (H = 0) its slot landed; its fragments built (after half 1, the
+         * scales of step s + 1 requested into the same registers); 4 wgmmas queued; then the
+         * group before it waited for, so that one group stays in flight while the next half is
+         * built, and (H = 0) the slot of step s - 1, whose last wgmmas that was, released by each
+         * warp */
+        auto half = [&](int s, auto h, auto last) __attribute__((always_inline)) {
+            constexpr int H = decltype(h)::value;
+            constexpr bool LAST = decltype(last)::value == 1;
+            const int pos = base0 + s;
+            const unsigned char *st = smem + (pos % S) * Cfg::stage_bytes;
+            if (H == 0) rad_mbarrier_wait(fullbar + pos % S, phase0 ^ ((unsigned)(pos / S) & 1u));
+            fold_build_a<H>(st, local0, shift, sb, afr[H]);
+            if (H == 1 && s + 1 < nsteps) fold_load_scales(srow0, srow1, rows_ok, ng, group_shift, s + 1, sb);
+            fold_pin(acc);
+            rad_wgmma_fence();
+            const uint64_t bdesc = rad_wgmma_desc_sw128(st + Cfg::wbytes);
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                const int sl = 4 * H + j; /* box sl / 4, 32 bytes per slice inside its swizzled rows */
+                rad_wgmma_rs(acc, afr[H][j], bdesc + (uint64_t)(((sl >> 2) * TOKENS * 128 + (sl & 3) * 32) >> 4), 1);
+            }
+            rad_wgmma_commit();
+            if (LAST) rad_wgmma_wait<0>();
+            else rad_wgmma_wait<1>();
+            fold_pin(acc);
+            if (H == 0 && s > 0 && lane == 0) rad_mbarrier_arrive(emptybar + (pos - 1) % S);
+        };
+        /* the last half waits for every group: the compiler may copy the accumulators to other
+         * registers once the loop is left (seen in the SASS), which must not happen while a group
+         * still writes them */
+        for (int s = 0; s + 1 < nsteps; s++) {
+            half(s, FoldSet<0>(), FoldSet<0>());
+            half(s, FoldSet<1>(), FoldSet<0>());
+        }
+        half(nsteps - 1, FoldSet<0>(), FoldSet<0>());
+        half(nsteps - 1, FoldSet<1>(), FoldSet<1>());
+        if (lane == 0) rad_mbarrier_arrive(emptybar + (base0 + nsteps - 1) % S);
+
+#pragma unroll
+        for (int r = 0; r < NA; r++) {
+            const int hi = (r >> 1) & 1;
+            const int64_t row = row0 + 8 * hi;
+            const int64_t tok = tok0 + 8 * (r >> 2) + 2 * t + (r & 1);
+            if (row < n && tok < m) out[tok * n + row] = out_bf16(acc[r], bias, row);
+        }
+    }
+#endif
+}
+
+template <int TOKENS, int CWG>
+rad_error_t launch_fold(const ApplyArgs &a, const ApplyPlan &p)
+{
+    using Cfg = FoldCfg<TOKENS, CWG>;
+    const int64_t row_blocks = (a.n + Cfg::rows - 1) / Cfg::rows;
+    const int64_t chunks = (a.m + TOKENS - 1) / TOKENS;
+    const int64_t tiles = row_blocks * chunks;
+    if (tiles > 0x7fffffffLL || a.n > 0x7fffffffLL || a.m > 0x7fffffffLL) return (rad_error_t)RADIANCE_GPU_EINVAL;
+    void (*kernel)(const uint16_t *, int64_t, int64_t, const uint16_t *, const uint16_t *, int64_t, uint16_t *, int,
+                   int64_t, int64_t, const rad_tma_desc_t, const rad_tma_desc_t) = apply_wgmma_fold_kernel<TOKENS, CWG>;
+    rad_error_t err = rad_func_set_max_dynamic_smem(kernel, Cfg::smem);
+    if (err != RAD_SUCCESS) return err;
+    /* persistent: one block per SM (the shared memory allows no more), each looping over tiles */
+    const int64_t sms = per_device_cached<rad_sm_count>();
+    const int64_t blocks = sms < tiles ? sms : tiles;
+    int group_shift = 0;
+    while ((1 << group_shift) < a.group) group_shift++;
+    kernel<<<(unsigned)blocks, Cfg::threads, Cfg::smem, a.stream>>>(a.x, a.m, a.k, a.scales, a.bias, a.n, a.out,
+                                                                    group_shift, chunks, tiles, p.xmap, p.wmap);
+    return rad_get_last_error();
+}
+
+} // namespace
+
+/* The tiles fold_tile (dispatch.h) names: (tokens, consumer warpgroups). */
+#define RAD_FOLD_TILES(X) \
+    X(16, 3)              \
+    X(32, 3)              \
+    X(64, 3)              \
+    X(96, 3)              \
+    X(128, 3)             \
+    X(160, 3)             \
+    X(192, 2)             \
+    X(224, 2)             \
+    X(256, 2)
+
+rad_error_t launch_wgmma_fold(const ApplyArgs &a, const ApplyPlan &p)
+{
+#define RAD_FOLD_CASE(T, C) \
+    if (p.tokens == T && p.consumer_wgs == C) return launch_fold<T, C>(a, p);
+    RAD_FOLD_TILES(RAD_FOLD_CASE)
+#undef RAD_FOLD_CASE
+    return (rad_error_t)RADIANCE_GPU_EINVAL;
+}
+
+} // namespace radiance
