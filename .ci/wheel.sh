@@ -14,16 +14,12 @@ export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1 PYTHONUNBUFFERED=1
 
 step() { printf '\n=== %s (%s)\n' "$1" "$(date -u +%H:%M:%S)"; }
 
-# The command in the ```sh block right after the <!-- wheel-command --> marker (README.md, else
-# docs/install.md, which carries the same block).
+# The command in the ```sh block right after README.md's <!-- wheel-command --> marker.
 wheel_command() {
-    for doc in README.md docs/install.md; do
-        awk '
-            $0 == "<!-- wheel-command -->" { found = 1; next }
-            found && /^```/ { if (inside) exit; inside = 1; next }
-            inside { print }' "$doc" | grep . && return 0
-    done
-    return 1
+    awk '
+        $0 == "<!-- wheel-command -->" { found = 1; next }
+        found && /^```/ { if (inside) exit; inside = 1; next }
+        inside { print }' README.md
 }
 
 work=$(mktemp -d)
@@ -35,7 +31,8 @@ python3 -m venv "$work/tools"
 "$work/tools/bin/pip" install -q auditwheel abi3audit
 
 step "README's wheel command, with no nvcc on PATH (the toolkit comes from PyPI)"
-command=$(wheel_command) || { echo "no <!-- wheel-command --> block in README.md or docs/install.md" >&2; exit 1; }
+command=$(wheel_command)
+[ -n "$command" ] || { echo "no <!-- wheel-command --> block in README.md" >&2; exit 1; }
 echo "$command"
 python3 -m venv "$work/build"
 # PATH without any folder that holds an nvcc; no CUDA_HOME: only PyPI's toolkit can be found.
