@@ -80,8 +80,12 @@ class BuildExt(build_ext):
                     raise SystemExit(f"radiance: libcudart_static.a not found for {plan.toolkit.nvcc}; "
                                      f"set CUDA_HOME to its toolkit")
                 ext.library_dirs.append(plan.toolkit.libdir)
+                # libstdc++ (the host code's guard variables and unwinding) linked in and kept
+                # private, so that the extension needs only glibc: a manylinux wheel, beside any
+                # other libstdc++ in the process
                 ext.extra_link_args += [f"-L{plan.toolkit.libdir}", "-lcudart_static", "-lrt", "-ldl",
-                                        "-lpthread", "-lstdc++"]
+                                        "-lpthread", "-Wl,-Bstatic", "-lstdc++", "-Wl,-Bdynamic",
+                                        "-Wl,--exclude-libs,ALL"]
             else:
                 libdir = os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(plan.compiler))), "lib")
                 ext.library_dirs.append(libdir)

@@ -74,11 +74,15 @@ assert np.allclose(y, ref, rtol=2e-2, atol=2e-2 * np.abs(ref).max()), np.abs(y -
 print(f"Python {sys.version.split()[0]}: gpu_backend cuda, {radiance.gpu_device_count()} GPUs, apply on NumPy ok")
 '
 tested=0
-for python in python3.10 python3.11 python3.12 python3.13; do
-    command -v "$python" >/dev/null && "$python" -c "" 2>/dev/null || { echo "$python: not on this machine"; continue; }
-    "$python" -m venv "$work/v-$python"
-    "$work/v-$python/bin/pip" install -q "$wheel"
-    (cd "$work" && "$work/v-$python/bin/python" -c "$check")
+for version in 3.10 3.11 3.12 3.13; do
+    # on PATH, else pyenv's (whose shims answer only for the versions it has selected)
+    python=python$version
+    "$python" -c "" 2>/dev/null ||
+        python=$(ls "${PYENV_ROOT:-$HOME/.pyenv}"/versions/"$version".*/bin/python"$version" 2>/dev/null | tail -n 1)
+    [ -n "$python" ] && "$python" -c "" 2>/dev/null || { echo "Python $version: not on this machine"; continue; }
+    "$python" -m venv "$work/v$version"
+    "$work/v$version/bin/pip" install -q "$wheel"
+    (cd "$work" && "$work/v$version/bin/python" -c "$check")
     tested=$((tested + 1))
 done
 [ "$tested" -ge 1 ] || { echo "no Python to install the wheel into" >&2; exit 1; }

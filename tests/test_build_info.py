@@ -9,6 +9,8 @@ import textwrap
 
 import pytest
 
+pytest.importorskip("setuptools")  # the build backend is setuptools plus one hook
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "build_backend"))
 import radiance_build  # noqa: E402
