@@ -41,20 +41,23 @@ def log(message):
     print(f"radiance: {message}", file=sys.stderr, flush=True)
 
 
-def compile_flags(plan):
+def compile_flags(backend, archs, toolkit_include_dirs=()):
+    """The GPU compiler's flags (benchmarks/harness/sass_fingerprint.py compiles with them too)."""
     common = ["-O3", "-std=c++17"] + [f"-I{d}" for d in GPU_INCLUDE_DIRS]
-    if plan.backend == "rocm":
-        return common + ["-fPIC"] + [f"--offload-arch={a}" for a in plan.archs] + (["-Werror"] if WERROR else [])
-    flags = common + [f for d in plan.toolkit.include_dirs for f in ("-isystem", d)]
+    if backend == "rocm":
+        return common + ["-fPIC"] + [f"--offload-arch={a}" for a in archs] + (["-Werror"] if WERROR else [])
+    # Hopper's wgmma kernel needs the arch-specific target; sm_90a code runs on every sm_90 GPU
+    archs = ["90a" if a == "90" else a for a in archs]
+    flags = common + [f for d in toolkit_include_dirs for f in ("-isystem", d)]
     flags += ["-x", "cu", "-Xcompiler", "-fPIC"]
     # Spills are a performance note for the kernels' authors, not an error: asked for only where
     # warnings stay warnings (nvcc's all-warnings reaches ptxas too).
     flags += ["-Werror", "all-warnings"] if WERROR else ["-Xptxas", "-warn-spills"]
-    for arch in plan.archs:
+    for arch in archs:
         flags += ["-gencode", f"arch=compute_{arch},code=sm_{arch}"]
     # PTX of the newest plain target, which the driver compiles for GPUs newer than every listed one
     # (an arch-specific 'a'/'f' target's PTX runs on that GPU only)
-    ptx = max(plan.archs, key=lambda a: int(a.rstrip("af"))).rstrip("af")
+    ptx = max(archs, key=lambda a: int(a.rstrip("af"))).rstrip("af")
     flags += ["-gencode", f"arch=compute_{ptx},code=compute_{ptx}"]
     return flags
 
@@ -107,7 +110,7 @@ class BuildExt(build_ext):
     def compile_gpu(self, plan):
         """Compiles the hip/ sources, MAX_JOBS (default: the CPU count) at a time; returns the objects."""
         out_dir = os.path.join(self.build_temp, "hip")
-        flags = compile_flags(plan)
+        flags = compile_flags(plan.backend, plan.archs, plan.toolkit.include_dirs if plan.toolkit else ())
         jobs = int(os.environ.get("MAX_JOBS") or os.cpu_count() or 1)
 
         def compile_one(source):
