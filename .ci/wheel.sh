@@ -37,6 +37,7 @@ command=$(wheel_command)
 echo "$command"
 python3 -m venv "$work/build"
 # PATH without any folder that holds an nvcc; no CUDA_HOME: only PyPI's toolkit can be found.
+# PIP_VERBOSE: the build's own log (its plan line, the nvcc commands, any warning) shows in CI's.
 clean_path=$(printf '%s' "$PATH" | tr ':' '\n' | while read -r dir; do
     [ -n "$dir" ] && [ ! -e "$dir/nvcc" ] && printf '%s:' "$dir"; done)
 clean_path="$work/build/bin:${clean_path%:}"
@@ -44,7 +45,7 @@ if PATH="$clean_path" command -v nvcc >/dev/null; then
     echo "nvcc is still on the build's PATH: $(PATH="$clean_path" command -v nvcc)" >&2; exit 1
 fi
 started=$(date +%s)
-(cd "$work/src" && env -u CUDA_HOME -u CUDA_PATH PATH="$clean_path" RADIANCE_WERROR="${RADIANCE_WERROR:-1}" bash -c "$command")
+(cd "$work/src" && env -u CUDA_HOME -u CUDA_PATH PATH="$clean_path" PIP_VERBOSE=1 RADIANCE_WERROR="${RADIANCE_WERROR:-1}" bash -c "$command")
 echo "wheel built in $(( $(date +%s) - started )) s on $(nproc) cores"
 wheels=("$work"/src/dist/*.whl)
 [ "${#wheels[@]}" -eq 1 ] && [ -f "${wheels[0]}" ] || { echo "expected one wheel in dist/: ${wheels[*]}" >&2; exit 1; }
