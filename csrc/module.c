@@ -51,9 +51,12 @@ static int parse_stream(PyObject *obj, long long *stream) {
         return 0;
     }
     if (!PyLong_Check(obj)) {
-        PyErr_Format(PyExc_TypeError,
-                     "stream must be an int (a cudaStream_t/hipStream_t handle) or None, not %.100s",
-                     Py_TYPE(obj)->tp_name);
+        PyObject *type_name = rad_type_name(obj);
+        if (type_name)
+            PyErr_Format(PyExc_TypeError,
+                         "stream must be an int (a cudaStream_t/hipStream_t handle) or None, not %.100U",
+                         type_name);
+        Py_XDECREF(type_name);
         return -1;
     }
     *stream = PyLong_AsLongLong(obj);
@@ -69,8 +72,11 @@ static int parse_stream(PyObject *obj, long long *stream) {
  * is taken; one too large for a C int is out of range like any other, not an OverflowError. */
 static int group_size_arg(PyObject *obj, void *out) {
     if (!PyIndex_Check(obj) || PyBool_Check(obj)) {
-        PyErr_Format(PyExc_TypeError, "group_size must be an int (32, 64, 128 or 256), not %.100s",
-                     Py_TYPE(obj)->tp_name);
+        PyObject *type_name = rad_type_name(obj);
+        if (type_name)
+            PyErr_Format(PyExc_TypeError, "group_size must be an int (32, 64, 128 or 256), not %.100U",
+                         type_name);
+        Py_XDECREF(type_name);
         return 0;
     }
     PyObject *index = PyNumber_Index(obj);
@@ -90,8 +96,10 @@ static int group_size_arg(PyObject *obj, void *out) {
 /* PyArg "O&" converter: clip as a str (its name is checked by the caller). */
 static int clip_arg(PyObject *obj, void *out) {
     if (!PyUnicode_Check(obj)) {
-        PyErr_Format(PyExc_TypeError, "clip must be a str naming the clip mode, not %.100s",
-                     Py_TYPE(obj)->tp_name);
+        PyObject *type_name = rad_type_name(obj);
+        if (type_name)
+            PyErr_Format(PyExc_TypeError, "clip must be a str naming the clip mode, not %.100U", type_name);
+        Py_XDECREF(type_name);
         return 0;
     }
     Py_ssize_t length;

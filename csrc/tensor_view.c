@@ -149,7 +149,7 @@ static void name_producer_error(const char *name) {
         PyErr_Restore(type, value, tb);
         return;
     }
-    Py_ssize_t end = PyUnicode_FindChar(text, '\n', 0, PyUnicode_GET_LENGTH(text), 1);
+    Py_ssize_t end = PyUnicode_FindChar(text, '\n', 0, PyUnicode_GetLength(text), 1);
     PyObject *first_line =
         end >= 0 ? PyUnicode_Substring(text, 0, end) : Py_NewRef(text);
     Py_DECREF(text);
@@ -169,10 +169,10 @@ static void name_producer_error(const char *name) {
 static int query_device(PyObject *obj, const char *name, int *type, int *id) {
     PyObject *dev = PyObject_CallMethod(obj, "__dlpack_device__", NULL);
     if (!dev) return -1;
-    int ok = PyTuple_Check(dev) && PyTuple_GET_SIZE(dev) == 2;
+    int ok = PyTuple_Check(dev) && PyTuple_Size(dev) == 2;
     if (ok) {
-        *type = (int)PyLong_AsLong(PyTuple_GET_ITEM(dev, 0));
-        *id = (int)PyLong_AsLong(PyTuple_GET_ITEM(dev, 1));
+        *type = (int)PyLong_AsLong(PyTuple_GetItem(dev, 0));
+        *id = (int)PyLong_AsLong(PyTuple_GetItem(dev, 1));
         ok = !PyErr_Occurred();
     }
     Py_DECREF(dev);
@@ -437,6 +437,10 @@ static int from_dlpack(PyObject *obj, const char *name, int access, long long st
     return fill_view(view, t, device, dev_id, name, access, flags);
 }
 
+PyObject *rad_type_name(PyObject *obj) {
+    return PyObject_GetAttrString((PyObject *)Py_TYPE(obj), "__name__");
+}
+
 int rad_view_from_object(PyObject *obj, const char *name, int access, long long stream,
                          rad_view *view) {
     clear_view(view);
@@ -450,9 +454,12 @@ int rad_view_from_object(PyObject *obj, const char *name, int access, long long 
                PyObject_HasAttrString(obj, "__dlpack_device__")) {
         status = from_dlpack(obj, name, access, stream, view);
     } else {
-        PyErr_Format(PyExc_TypeError,
-                     "%s must be a NumPy array or a tensor with __dlpack__ (torch, CuPy), not %.100s",
-                     name, Py_TYPE(obj)->tp_name);
+        PyObject *type_name = rad_type_name(obj);
+        if (type_name)
+            PyErr_Format(PyExc_TypeError,
+                         "%s must be a NumPy array or a tensor with __dlpack__ (torch, CuPy), not %.100U",
+                         name, type_name);
+        Py_XDECREF(type_name);
         return -1;
     }
     if (status < 0) {

@@ -77,6 +77,10 @@ int rad_view_check_disjoint(const rad_view *a, const char *a_name, const rad_vie
 /* "float32", "bfloat16", ...: for messages. */
 const char *rad_view_dtype_name(int dtype);
 
+/* type(obj).__name__ (new reference), or NULL with an error: for messages, since the stable ABI
+ * the module is built for (abi3) hides PyTypeObject's tp_name. */
+PyObject *rad_type_name(PyObject *obj);
+
 /* The dtype ml_dtypes.bfloat16 as a NumPy descriptor (new reference), or NULL with an error. */
 PyObject *rad_bf16_descr(void);
 

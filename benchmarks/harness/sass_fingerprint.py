@@ -39,10 +39,11 @@ def library_build():
     with open(os.path.join(ROOT, "setup.py")) as fh:
         tree = ast.parse(fh.read())
     keep = [node for node in tree.body
-            if (isinstance(node, ast.Assign) and any(getattr(t, "id", "") in ("HIP_SOURCES", "HERE")
+            if (isinstance(node, ast.Assign) and any(getattr(t, "id", "") in ("HIP_SOURCES", "HERE",
+                                                                              "GPU_INCLUDE_DIRS", "WERROR")
                                                       for t in node.targets))
             or (isinstance(node, ast.FunctionDef) and node.name == "compile_flags")]
-    namespace = {"os": os, "__file__": os.path.join(ROOT, "setup.py")}
+    namespace = {"os": os, "glob": glob, "__file__": os.path.join(ROOT, "setup.py")}
     exec(compile(ast.Module(body=keep, type_ignores=[]), "setup.py", "exec"), namespace)
     return namespace["HIP_SOURCES"], namespace["compile_flags"]
 
