@@ -16,8 +16,11 @@ import ml_dtypes
 import numpy as np
 
 from . import _C
+from . import _build_info
 from . import _torch_bridge as _bridge
 from .format import CLIP_MODES, GROUP_SIZES, NIBBLE_SHIFTS  # noqa: F401  (radiance.NIBBLE_SHIFTS)
+
+_build_info.warn_if_gpu_kernels_missing(_C.gpu_backend())
 
 __version__ = "0.1.0"
 __all__ = [
