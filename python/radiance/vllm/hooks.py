@@ -8,14 +8,14 @@
   speculative config.
 
 A vLLM whose methods are missing or have another signature stops start-up with an error naming
-radiance and the vLLM version: the plugin never runs silently without its hook.
+radiance and the vLLM version (patching.py): the plugin never runs silently without its hook.
 """
 
-import functools
-import inspect
 import logging
 import threading
 
+from . import copies
+from .patching import unsupported, unwrap, wrap
 from .settings import (ENV_DRAFT, ENV_ENABLE, ENV_GROUP_SIZE, GROUP_SIZES, fitting_group_sizes,
                        settings)
 
@@ -27,43 +27,11 @@ _QUANT_METHOD_PARAMETERS = ("self", "layer", "prefix")
 _LOAD_MODEL_PARAMETERS = ("self", "vllm_config", "model_config")
 
 
-def vllm_version():
-    try:
-        from importlib.metadata import version
-
-        return version("vllm")
-    except Exception:  # a source checkout without metadata
-        return "unknown"
-
-
-def _unsupported(what, detail):
-    return RuntimeError(f"radiance: vLLM {vllm_version()} has {what} {detail}; this radiance "
-                        f"supports vLLM 0.32 and 0.33. Unset {ENV_ENABLE} and {ENV_DRAFT}, or "
-                        f"install a vLLM that radiance supports")
-
-
-def checked_method(owner, name, parameters):
-    """owner.<name> as defined on owner itself, after checking its leading parameter names."""
-    function = owner.__dict__.get(name)
-    if function is None or not callable(function):
-        raise _unsupported(f"no {owner.__name__}.{name}", "(radiance wraps it)")
-    original = getattr(function, "_radiance_original", function)
-    try:
-        names = tuple(inspect.signature(original).parameters)
-    except (TypeError, ValueError) as error:
-        raise _unsupported(f"a {owner.__name__}.{name} whose signature cannot be read",
-                           f"({error})") from None
-    if names[:len(parameters)] != parameters:
-        raise _unsupported(f"{owner.__name__}.{name}{inspect.signature(original)}",
-                           f"where radiance expects ({', '.join(parameters)}, ...)")
-    return function
-
-
 def _quark_config():
     try:
         from vllm.model_executor.layers.quantization.quark.quark import QuarkConfig
     except ImportError as error:
-        raise _unsupported("no QuarkConfig", f"({error})") from None
+        raise unsupported("no QuarkConfig", f"({error})") from None
     return QuarkConfig
 
 
@@ -71,7 +39,7 @@ def _base_loader():
     try:
         from vllm.model_executor.model_loader.base_loader import BaseModelLoader
     except ImportError as error:
-        raise _unsupported("no BaseModelLoader", f"({error})") from None
+        raise unsupported("no BaseModelLoader", f"({error})") from None
     return BaseModelLoader
 
 
@@ -87,17 +55,15 @@ def register():
                      ENV_ENABLE, ENV_DRAFT)
         return
     if current.draft:
-        from . import copies
-
         copies.require_copy_support()
     with _lock:
         installed = []
-        if current.enabled and _wrap(_quark_config(), "get_quant_method",
-                                     _QUANT_METHOD_PARAMETERS, _get_quant_method_wrapper):
+        if current.enabled and wrap(_quark_config(), "get_quant_method",
+                                    _get_quant_method_wrapper, _QUANT_METHOD_PARAMETERS):
             installed.append(f"int4 lm_head hook on QuarkConfig (group size {current.group_size}"
                              f", clip {current.clip}"
                              + (f", statistics {current.stats}" if current.stats else "") + ")")
-        if _wrap(_base_loader(), "load_model", _LOAD_MODEL_PARAMETERS, _load_model_wrapper):
+        if wrap(_base_loader(), "load_model", _load_model_wrapper, _LOAD_MODEL_PARAMETERS):
             installed.append("check after loading")
         if installed:
             logger.info("radiance: installed %s", "; ".join(installed))
@@ -106,25 +72,9 @@ def register():
 def unregister():
     """Remove the hooks (tests); layers built meanwhile keep their method."""
     with _lock:
-        for owner, name in ((_quark_config(), "get_quant_method"),
-                            (_base_loader(), "load_model")):
-            original = getattr(owner.__dict__.get(name), "_radiance_original", None)
-            if original is not None:
-                setattr(owner, name, original)
-    from . import copies
-
+        unwrap(_quark_config(), "get_quant_method")
+        unwrap(_base_loader(), "load_model")
     copies.uninstall()
-
-
-def _wrap(owner, name, parameters, make_wrapper):
-    """Wrap owner.<name> with make_wrapper(original); False when it is wrapped already."""
-    function = checked_method(owner, name, parameters)
-    if getattr(function, "_radiance_original", None) is not None:
-        return False
-    wrapper = functools.wraps(function)(make_wrapper(function))
-    wrapper._radiance_original = function
-    setattr(owner, name, wrapper)
-    return True
 
 
 def _get_quant_method_wrapper(original):
@@ -149,8 +99,6 @@ def _load_model_wrapper(original):
                     raise ValueError(f"radiance: {ENV_DRAFT}=1 works with vLLM's GPU model "
                                      f"runner V2 (VLLM_USE_V2_MODEL_RUNNER=1), which loads the "
                                      f"drafter; this engine runs V1. Use V2 or unset {ENV_DRAFT}")
-                from . import copies
-
                 copies.install()
         return model
 
