@@ -121,36 +121,17 @@ def test_module_imports_without_vllm_or_torch():
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
-def test_plugin_modules_import_no_cycle():
-    """Every import between radiance.vllm's modules, function-local ones included, runs one way:
-    patching.py is a leaf that hooks.py and copies.py both use (issue 25)."""
-    import ast
-    import pathlib
+def test_patching_is_the_leaf_with_the_one_wrap_helper():
+    """hooks.py and copies.py both use patching.py, which imports neither (issue 25); the whole
+    package's import graph is checked by test_import_cycles.py."""
+    from test_import_cycles import PACKAGE, import_graph
 
-    folder = pathlib.Path(rv.__file__).parent
-    modules = {path.stem for path in folder.glob("*.py")}
-    edges = {}
-    for name in modules:
-        tree = ast.parse((folder / f"{name}.py").read_text())
-        edges[name] = {node.module.split(".")[0] if node.level else None
-                       for node in ast.walk(tree)
-                       if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module}
-        edges[name] |= {alias.name for node in ast.walk(tree)
-                        if isinstance(node, ast.ImportFrom) and node.level == 1
-                        and not node.module for alias in node.names}
-        edges[name] = (edges[name] - {None}) & modules
-    assert edges["patching"] <= {"settings"}, edges["patching"]
-    assert "patching" in edges["hooks"] and "patching" in edges["copies"]
-
-    def visit(name, path):
-        assert name not in path, f"import cycle: {' -> '.join(path + [name])}"
-        for imported in edges[name]:
-            visit(imported, path + [name])
-
-    for name in modules:
-        visit(name, [])
-    source = "".join((folder / f"{name}.py").read_text() for name in modules)
-    assert source.count("def _wrap(") + source.count("def wrap(") == 1  # one wrap helper
+    graph = import_graph(PACKAGE)
+    assert graph["radiance.vllm.patching"] <= {"radiance.vllm.settings"}
+    assert "radiance.vllm.patching" in graph["radiance.vllm.hooks"]
+    assert "radiance.vllm.patching" in graph["radiance.vllm.copies"]
+    sources = "".join(path.read_text() for path in (PACKAGE / "vllm").glob("*.py"))
+    assert sources.count("def _wrap(") + sources.count("def wrap(") == 1
 
 
 def test_vllm_version_names_the_cpu_distribution(monkeypatch):
