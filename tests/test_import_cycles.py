@@ -12,13 +12,6 @@ import pytest
 
 PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "python" / "radiance"
 
-# The one cycle known when this test was written (issue 25): vllm/hooks.py and vllm/copies.py
-# import each other inside functions. A leaf vllm/patching.py that both import removes it; then
-# test_known_vllm_cycle_is_gone passes, its strict xfail fails the run, and both this entry and
-# that test's marker go.
-KNOWN_CYCLE = frozenset({"radiance.vllm.hooks", "radiance.vllm.copies"})
-
-
 # Compiled modules of the package: nodes without a source (they import nothing of radiance).
 NATIVE_MODULES = ("radiance._C",)
 
@@ -138,15 +131,5 @@ def test_a_cycle_through_a_function_local_import_is_found(tmp_path):
 
 
 def test_no_import_cycle_in_the_package():
-    found = [sorted(c) for c in cycles(import_graph(PACKAGE)) if c != KNOWN_CYCLE]
+    found = [sorted(c) for c in cycles(import_graph(PACKAGE))]
     assert found == [], f"import cycles in python/radiance: {found}"
-
-
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 25: vllm/hooks.py <-> vllm/copies.py until vllm/patching.py lands; "
-    "remove this marker and KNOWN_CYCLE then",
-)
-def test_known_vllm_cycle_is_gone():
-    assert KNOWN_CYCLE not in cycles(import_graph(PACKAGE))
-

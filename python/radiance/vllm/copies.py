@@ -21,6 +21,7 @@ loaders look up by module global:
 
 import logging
 
+from .patching import unwrap, vllm_version, wrap
 from .settings import ENV_DRAFT, ENV_ENABLE, settings
 
 logger = logging.getLogger("vllm.radiance")
@@ -31,15 +32,13 @@ _EAGLE = "vllm.v1.worker.gpu.spec_decode.eagle.utils"
 _DFLASH = "vllm.v1.worker.gpu.spec_decode.dflash.utils"
 _SPECULATOR = "vllm.v1.worker.gpu.spec_decode.speculator"
 
-# (module, attribute, original) of every wrapper installed, for uninstall().
+# (module or class, attribute) of every wrapper installed, for uninstall().
 _installed = []
 
 
 def require_copy_support():
     """Refuse RADIANCE_DRAFT_LMHEAD_INT4=1 on a vLLM without lm_head copies (before 0.33)."""
     import importlib.util
-
-    from .hooks import vllm_version
 
     try:
         found = importlib.util.find_spec(_ONLINE) is not None
@@ -78,16 +77,17 @@ def install():
         return  # vLLM 0.32: no copies, no drafter hooks (require_copy_support says so)
     register_int4_method()
     eagle = importlib.import_module(_EAGLE)
-    _wrap(eagle, "_should_share", _should_share_wrapper)
-    _wrap(eagle, "quantized_lm_head_copy", _copy_wrapper)
+    wrap(eagle, "_should_share", _should_share_wrapper, installed=_installed)
+    wrap(eagle, "quantized_lm_head_copy", _copy_wrapper, installed=_installed)
     try:
         dflash = importlib.import_module(_DFLASH)
     except ImportError:
         dflash = None
     if dflash is not None and hasattr(dflash, "_should_share"):
-        _wrap(dflash, "_should_share", _should_share_wrapper)
+        wrap(dflash, "_should_share", _should_share_wrapper, installed=_installed)
     speculator = importlib.import_module(_SPECULATOR).DraftModelSpeculator
-    _wrap(speculator, "load_model", _load_model_wrapper)
+    wrap(speculator, "load_model", _load_model_wrapper, ("self", "target_model"),
+         installed=_installed)
 
 
 def uninstall():
@@ -95,32 +95,11 @@ def uninstall():
     import sys
 
     while _installed:
-        owner, name, original = _installed.pop()
-        setattr(owner, name, original)
+        unwrap(*_installed.pop())
     online = sys.modules.get(_ONLINE)
     if online is not None and getattr(online._LM_HEAD_METHODS.get(INT4), "__module__",
                                       "").startswith("radiance."):
         del online._LM_HEAD_METHODS[INT4]
-
-
-def _wrap(owner, name, make_wrapper):
-    from .hooks import checked_method
-
-    if isinstance(owner, type):
-        function = checked_method(owner, name, ("self", "target_model"))
-    else:
-        function = getattr(owner, name, None)
-        if function is None:
-            from .hooks import _unsupported
-
-            raise _unsupported(f"no {owner.__name__}.{name}", "(radiance wraps it)")
-    if getattr(function, "_radiance_original", None) is not None:
-        return
-    wrapper = make_wrapper(function)
-    wrapper._radiance_original = function
-    wrapper.__name__ = getattr(function, "__name__", name)
-    setattr(owner, name, wrapper)
-    _installed.append((owner, name, function))
 
 
 # --- the wrappers --------------------------------------------------------------------------------

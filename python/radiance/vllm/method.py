@@ -15,7 +15,8 @@ from vllm.model_executor.utils import set_weight_attrs
 from radiance import torch_ops
 
 from . import reload, statistics
-from .settings import CLIP_MODES, ENV_CLIP, ENV_STATS, GROUP_SIZES, fitting_group_sizes, settings
+from .settings import (CLIP_MODES, ENV_CLIP, ENV_STATS, GROUP_SIZES, fitting_group_sizes,
+                       model_group_size, settings)
 from .shards import check_gpu_build, fingerprint, is_packed, megabytes, quantize_into
 
 logger = logging.getLogger("vllm.radiance")
@@ -31,8 +32,10 @@ class RadianceLMHeadInt4(UnquantizedEmbeddingMethod):
     is_copy = False
 
     def __init__(self, group_size=128, clip="mse", stats=""):
+        """group_size None: the largest of 128, 64, 32 that divides the head's hidden size, chosen
+        when the weight is quantized (a drafter copy, whose hidden size comes with its source)."""
         super().__init__()
-        if group_size not in GROUP_SIZES:
+        if group_size is not None and group_size not in GROUP_SIZES:
             raise ValueError(f"group_size must be one of {GROUP_SIZES}, got {group_size}")
         if clip not in CLIP_MODES:
             raise ValueError(f"clip must be one of {CLIP_MODES}, got {clip!r}")
@@ -55,6 +58,8 @@ class RadianceLMHeadInt4(UnquantizedEmbeddingMethod):
             raise ValueError(f"radiance: expected a float [vocab, hidden] lm_head weight, "
                              f"got {weight.dtype} {tuple(weight.shape)}")
         rows, cols = weight.shape
+        if self.group_size is None:
+            self.group_size = model_group_size(cols) or GROUP_SIZES[0]  # refused just below
         if cols % self.group_size:
             raise ValueError(f"radiance: lm_head hidden size {cols} is not a multiple of the "
                              f"group size {self.group_size}; group sizes that fit: "

@@ -1,7 +1,8 @@
 """The plugin's environment knobs, read once at import; standard library only.
 
     RADIANCE_LMHEAD_INT4        0 (default) or 1: the model's own lm_head becomes int4
-    RADIANCE_LMHEAD_INT4_GS     group size: 32, 64, 128 (default) or 256
+    RADIANCE_LMHEAD_INT4_GS     group size: 32, 64, 128 or 256; unset, the largest of 128, 64,
+                                32 that divides the model's hidden size
     RADIANCE_LMHEAD_INT4_CLIP   mse (default), rtn (also spelled 0) or act
     RADIANCE_LMHEAD_INT4_STATS  the calibration statistics file that clip act needs (written by
                                 `radiance calibrate`); required with act, refused without it
@@ -14,6 +15,7 @@ exception raised there, unlike one raised while it imports a plugin.
 
 import os
 from dataclasses import dataclass
+from typing import Optional
 
 from radiance import format as _format
 
@@ -32,7 +34,7 @@ _SWITCH_SPELLINGS = {"0": False, "1": True}
 @dataclass(frozen=True)
 class Settings:
     enabled: bool = False
-    group_size: int = _format.DEFAULT_GROUP_SIZE
+    group_size: Optional[int] = None  # None: from the head's hidden size (model_group_size)
     clip: str = _format.DEFAULT_CLIP
     draft: bool = False
     stats: str = ""  # the statistics file of clip act; "" for the other clips
@@ -52,8 +54,8 @@ def read_settings(environ=None):
         if value not in _SWITCH_SPELLINGS:
             raise ValueError(f"{name}={environ.get(name)!r}: expected 0 or 1")
         switches[name] = _SWITCH_SPELLINGS[value]
-    group = get(ENV_GROUP_SIZE, str(_format.DEFAULT_GROUP_SIZE))
-    if group not in {str(g) for g in GROUP_SIZES}:
+    group = get(ENV_GROUP_SIZE, None)
+    if group is not None and group not in {str(g) for g in GROUP_SIZES}:
         raise ValueError(f"{ENV_GROUP_SIZE}={environ.get(ENV_GROUP_SIZE)!r}: expected one of "
                          f"{', '.join(map(str, GROUP_SIZES))}")
     clip = get(ENV_CLIP, _format.DEFAULT_CLIP)
@@ -62,7 +64,8 @@ def read_settings(environ=None):
                          f"spelled 0) for plain round-to-nearest, or act (with {ENV_STATS})")
     clip = _CLIP_SPELLINGS[clip]
     stats = _stats_path(environ, clip)
-    return Settings(switches[ENV_ENABLE], int(group), clip, switches[ENV_DRAFT], stats)
+    return Settings(switches[ENV_ENABLE], None if group is None else int(group), clip,
+                    switches[ENV_DRAFT], stats)
 
 
 def _stats_path(environ, clip):
@@ -101,6 +104,17 @@ def settings():
 
 def fitting_group_sizes(hidden_size):
     return [g for g in GROUP_SIZES if hidden_size % g == 0]
+
+
+# What RADIANCE_LMHEAD_INT4_GS unset picks from, first fit wins: 128 is what deployments use (and
+# what `radiance check` picks); 256 only when asked for, as check does.
+MODEL_GROUP_SIZES = (128, 64, 32)
+
+
+def model_group_size(hidden_size):
+    """The group size for a head of `hidden_size` columns when RADIANCE_LMHEAD_INT4_GS is unset:
+    the largest of 128, 64, 32 that divides it; None when none does."""
+    return next((g for g in MODEL_GROUP_SIZES if hidden_size % g == 0), None)
 
 
 _settings, _settings_error = None, None
