@@ -227,10 +227,10 @@ def _reference_logprobs(model):
 # Both heads return bf16 logits; this model's logits lie around 16 to 32 in magnitude, where bf16
 # steps by 0.125. The hidden states of vLLM's CPU kernels and of transformers differ by bf16
 # rounding along 30 layers, which moves a logit by an ulp or two: measured (2026-12-02), the
-# top-20 logprobs differ by at most 0.28, the top-1 logprob by at most 0.04, and the other
-# head's logprobs lie 1.2 to 1.45 away.
+# top-20 logprobs differ by at most 0.28, the top-1 logprob by at most 0.08, and the other
+# head's logprobs lie 1.15 to 1.52 away.
 LOGPROB_TOLERANCE = 0.35  # about 3 bf16 ulps of a logit
-TOP1_TOLERANCE = 0.1
+TOP1_TOLERANCE = 0.15  # about 1 bf16 ulp
 
 
 def test_first_token_logprobs_equal_radiance_op(model, runs):
