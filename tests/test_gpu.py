@@ -184,7 +184,12 @@ def test_apply_gpu_any_m_without_bias_matches_cpu_path():
     y_gpu = to_numpy(radiance.apply(to_torch(x), to_torch(packed), to_torch(scales)))
     y_cpu = radiance.apply(x, packed, scales)
     diff = np.abs(y_gpu.astype(np.float64) - y_cpu.astype(np.float64))
-    assert (diff <= 2.0**-7 * np.abs(y_cpu.astype(np.float64)) + 1e-3).all(), f"seed {seed}"
+    # Past 32 tokens the Hopper kernel folds each scale into its weight, bf16_rne(q * s)
+    # (docs/FORMAT.md, "Rounding of apply"): up to 2^-9 of every |x * w| term, beside the bf16
+    # rounding of both outputs.
+    w_hat = radiance.dequantize(packed, scales).astype(np.float64)
+    fold = 2.0**-9 * (np.abs(x.astype(np.float64)) @ np.abs(w_hat).T)
+    assert (diff <= 2.0**-7 * np.abs(y_cpu.astype(np.float64)) + fold + 1e-3).all(), f"seed {seed}"
 
 
 def test_bad_gpu_inputs_are_refused():

@@ -59,7 +59,13 @@ def test_apply_gpu_close_to_cpu(head, m):
     y = torch.ops.radiance.apply(x, packed, scales, bias, 128)
     y_cpu = torch.ops.radiance.apply(x.cpu(), packed.cpu(), scales.cpu(), bias.cpu(), 128)
     assert y.is_cuda and y.dtype == torch.bfloat16
-    torch.testing.assert_close(y.cpu().float(), y_cpu.float(), rtol=2 ** -7, atol=1e-3)
+    # From 33 tokens the Hopper kernel folds each scale into its weight, bf16_rne(q * s)
+    # (docs/FORMAT.md, "Rounding of apply"): up to 2^-9 of every |x * w| term on top of the bf16
+    # rounding of both outputs.
+    w_hat = radiance.dequantize(packed.cpu(), scales.cpu(), group_size=128).double()
+    fold = 2.0**-9 * (x.cpu().double().abs() @ w_hat.abs().T)
+    diff = (y.cpu().double() - y_cpu.double()).abs()
+    assert (diff <= 2.0**-7 * y_cpu.double().abs() + fold + 1e-3).all(), (diff - fold).max()
 
 
 def test_opcheck_cuda(head):
