@@ -154,7 +154,12 @@ WORKER = textwrap.dedent(r'''
                                       (specs[alias[1]]["layout"] == "offset" and
                                        specs[alias[1]]["shift"] % read_alignment(
                                            args[alias[1]], specs[alias[1]]) == 0)))
-                    overlaps_in_place = read_in_place and not specs[alias[1]].get("lie")
+                    # an "offset" input lies `shift` bytes into its buffer, and the output may
+                    # land in the buffer's padding past it: only shared bytes must be refused
+                    data_start = specs[alias[1]]["shift"] if specs[alias[1]]["layout"] == "offset" else 0
+                    data_end = data_start + np.asarray(plain[alias[1]]).nbytes
+                    shares = start < data_end and data_start < start + target.nbytes
+                    overlaps_in_place = read_in_place and shares and not specs[alias[1]].get("lie")
             args[name], outputs[name] = as_argument(target, spec)
         call_args = args
         kwargs = {}
