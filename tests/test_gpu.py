@@ -54,7 +54,7 @@ def folded_weights(packed, scales, group_size):
 
 
 def folds(m, group_size, flags=0):
-    """Whether the planner folds the scale into the weights for this call (hip/apply.hip, make_plan;
+    """Whether the planner folds the scale into the weights for this call (hip/dispatch.h, decide;
     docs/FORMAT.md says which calls fold): sm_90 with its wgmma kernels and tensor maps, more than
     32 tokens, or 9-32 where the group is under 128."""
     if torch.cuda.get_device_capability() != (9, 0) or flags & (NO_MMA | NO_WGMMA | REFUSE_XMAP | REFUSE_WMAP):
