@@ -95,15 +95,17 @@ apply_wmma_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const in
 #pragma unroll
             for (int v = 0; v < 8; v++) total[t][v] = 0.0f;
 
+        constexpr int kChunkUnroll = ARCH == 11 ? 1 : 2;
         for (int64_t g = 0; g < ng; g++) {
             rad_wmma_acc acc[TT];
 #pragma unroll
             for (int t = 0; t < TT; t++)
 #pragma unroll
                 for (int v = 0; v < 8; v++) acc[t].v[v] = 0.0f;
-            /* two chunks at most unrolled: fully unrolled, clang-19 hoisted all four chunks' loads of
-             * G = 256 at 4 tiles (gfx1201: 256 VGPRs and 800 bytes of scratch per lane) */
-#pragma unroll 2
+            /* two chunks at most unrolled (gfx12), one (gfx11, whose fragments are twice as wide):
+             * fully unrolled, clang-19 hoisted all four chunks' loads of G = 256 at 4 tiles (gfx1201:
+             * 256 VGPRs and 800 bytes of scratch per lane; gfx1100 at two: 480-512 bytes) */
+#pragma unroll kChunkUnroll
             for (int c = 0; c < CHUNKS; c++) {
                 const int64_t w0 = g * (GROUP / 8) + c * CW;
                 if constexpr (ARCH == 12) {
