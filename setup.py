@@ -19,7 +19,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy
 from setuptools import Extension, setup
-from setuptools.command.bdist_wheel import bdist_wheel
+try:
+    from setuptools.command.bdist_wheel import bdist_wheel
+except ImportError:  # setuptools < 70.1 (a fresh Python 3.11 venv has 65.5): the `wheel` package's
+    from wheel.bdist_wheel import bdist_wheel
 from setuptools.command.build_ext import build_ext
 
 HERE = os.path.dirname(os.path.abspath(__file__))
