@@ -221,8 +221,23 @@ rad_error_t launch_mfma(const ApplyArgs &a, const ApplyPlan &p)
     return (rad_error_t)RADIANCE_GPU_EINVAL;
 }
 
+namespace {
+
+/* 1 where the kernel has a body for the current device (wmma_built in apply_paths.h): an empty
+ * stand-in (an NVIDIA pass other than sm_90) uses a handful of registers, the emulation dozens. */
+int mfma_probe(void)
+{
+    if (rad_amd) return 1;
+    return rad_func_num_regs((const void *)apply_mfma_kernel<128, 1>) >= 24;
+}
+
+} // namespace
+
+bool mfma_built(void) { return per_device_cached<mfma_probe>() == 1; }
+
 bool mfma_usable(const ApplyArgs &a, bool corrupt)
 {
+    if (!mfma_built()) return false;
     ApplyPlan p;
     memset(&p, 0, sizeof p);
     p.path = ApplyPath::kMfma;
@@ -260,6 +275,7 @@ extern "C" int radiance_gpu_test_mfma(const uint32_t *a, const uint32_t *b, cons
     using namespace radiance;
     if (a == NULL || b == NULL || c == NULL || d == NULL) return RADIANCE_GPU_EINVAL;
     if (rad_amd && !mfma_device()) return RADIANCE_GPU_EINVAL; /* no MFMA on this chip (RDNA) */
+    if (!mfma_built()) return RADIANCE_GPU_EINVAL; /* an NVIDIA build without sm_90 code for this GPU */
     uint32_t *da = nullptr, *db = nullptr;
     float *dc = nullptr, *dd = nullptr;
     rad_error_t err = rad_malloc((void **)&da, 64 * 2 * 4);

@@ -74,6 +74,14 @@ bool wmma_usable(const ApplyArgs &a, int arch, bool corrupt);
 /* Whether the current device has the MFMA layout (gfx942, gfx90a; NVIDIA 0), looked up once. */
 int mfma_device(void);
 
+/* Whether this build holds the WMMA (MFMA) path's kernels for the current device, looked up once:
+ * always on AMD (wmma_device_arch and mfma_device say which chip has which builtin); on NVIDIA,
+ * whose exact emulations of the AMD layouts serve the tests alone, only where the build's sm_90
+ * code runs (compat.h: RAD_EMULATIONS_BUILT), which the kernel's register count tells. Where false,
+ * the path is never taken and the layer tests' entry points answer RADIANCE_GPU_EINVAL. */
+bool wmma_built(void);
+bool mfma_built(void);
+
 /* The same for the MFMA path (apply_mfma.hip), with RADIANCE_AMD_MFMA. */
 bool mfma_usable(const ApplyArgs &a, bool corrupt);
 

@@ -225,8 +225,23 @@ rad_error_t launch_wmma(const ApplyArgs &a, const ApplyPlan &p)
     return (rad_error_t)RADIANCE_GPU_EINVAL;
 }
 
+namespace {
+
+/* 1 where the kernel has a body for the current device (wmma_built in apply_paths.h): an empty
+ * stand-in (an NVIDIA pass other than sm_90) uses a handful of registers, the emulation dozens. */
+int wmma_probe(void)
+{
+    if (rad_amd) return 1;
+    return rad_func_num_regs((const void *)apply_wmma_kernel<12, 128, 1>) >= 24;
+}
+
+} // namespace
+
+bool wmma_built(void) { return per_device_cached<wmma_probe>() == 1; }
+
 bool wmma_usable(const ApplyArgs &a, int arch, bool corrupt)
 {
+    if (!wmma_built()) return false;
     ApplyPlan p;
     memset(&p, 0, sizeof p);
     p.path = ApplyPath::kWmma;
@@ -274,6 +289,7 @@ extern "C" int radiance_gpu_test_wmma(int arch, const uint32_t *a, const uint32_
     using namespace radiance;
     if ((arch != 11 && arch != 12) || a == NULL || b == NULL || c == NULL || d == NULL) return RADIANCE_GPU_EINVAL;
     if (rad_amd && wmma_device_arch() != arch) return RADIANCE_GPU_EINVAL; /* the builtin of another chip */
+    if (!wmma_built()) return RADIANCE_GPU_EINVAL; /* an NVIDIA build without sm_90 code for this GPU */
     const int words = arch == 12 ? 4 : 8;
     uint32_t *da = nullptr, *db = nullptr;
     float *dc = nullptr, *dd = nullptr;

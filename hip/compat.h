@@ -131,7 +131,7 @@ constexpr bool rad_amd = false;
 #endif
 
 /* Which rad_wmma layout the current device pass has (wmma.h): the gfx12 or gfx11 builtin, or on
- * NVIDIA the exact emulation; none on every other AMD target. */
+ * NVIDIA (sm_90 pass) the exact emulation; none on every other target. */
 #if defined(RAD_HIP) && (defined(__gfx1200__) || defined(__gfx1201__))
 #define RAD_WMMA12_BUILTIN 1
 #endif
@@ -140,16 +140,24 @@ constexpr bool rad_amd = false;
                          defined(__gfx1152__) || defined(__gfx1153__))
 #define RAD_WMMA11_BUILTIN 1
 #endif
-#if defined(RAD_CUDA)
+/* The NVIDIA emulations (wmma.h, mfma.h) exist only to prove the AMD layouts' kernels on NVIDIA
+ * GPUs in the tests; they are compiled in the sm_90 device pass alone (an H100/H200, the GPU the
+ * project tests on), which keeps them out of the other architectures' compile time. The host
+ * tells whether the running device has them with rad_emulation_built (apply_paths.h). */
+#if defined(RAD_CUDA) && defined(__CUDA_ARCH__) && (__CUDA_ARCH__ == 900)
+#define RAD_EMULATIONS_BUILT 1
+#endif
+#if defined(RAD_EMULATIONS_BUILT)
 #define RAD_WMMA_EMULATED 1
 #endif
 
 /* Which rad_mfma layer the current device pass has (mfma.h): CDNA's bf16 MFMA builtin (gfx90a,
- * gfx940-gfx942), or on NVIDIA the exact emulation of its 64-lane layout; none on RDNA. */
+ * gfx940-gfx942), or on NVIDIA (sm_90 pass) the exact emulation of its 64-lane layout; none on RDNA
+ * or other NVIDIA passes. */
 #if defined(RAD_HIP) && (defined(__gfx90a__) || defined(__gfx940__) || defined(__gfx941__) || defined(__gfx942__))
 #define RAD_MFMA_BUILTIN 1
 #endif
-#if defined(RAD_CUDA)
+#if defined(RAD_EMULATIONS_BUILT)
 #define RAD_MFMA_EMULATED 1
 #endif
 
@@ -182,6 +190,13 @@ __device__ __forceinline__ float rad_shfl_xor(float v, int lane_mask)
 __device__ __forceinline__ bool rad_wave_any(bool p) { return __any(p) != 0; }
 #else
 __device__ __forceinline__ bool rad_wave_any(bool p) { return __any_sync(0xffffffffu, p) != 0; }
+#endif
+
+/* Ends the kernel with an error (a device pass's stand-in for a layer it does not have). */
+#if defined(RAD_HIP)
+__device__ __forceinline__ void rad_trap(void) { __builtin_trap(); }
+#else
+__device__ __forceinline__ void rad_trap(void) { __trap(); }
 #endif
 
 /* ------------------------------------------------------------------------------------------ */

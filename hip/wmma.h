@@ -7,11 +7,12 @@
  *
  * Which of the three the current pass has, compat.h says (RAD_WMMA*_BUILTIN, RAD_WMMA_EMULATED);
  * only apply_wmma.hip includes this file. On gfx12 / gfx11 each call is the compiler builtin; on
- * NVIDIA it is an exact emulation of the same layout (warp shuffles and fp32 FMAs, k ascending),
+ * NVIDIA (the sm_90 pass only) an exact emulation of the same layout (warp shuffles and fp32 FMAs, k ascending),
  * so that the WMMA apply kernel (apply_wmma.hip) runs unchanged on an NVIDIA GPU in the tests and
  * tests/test_gpu_wmma.py checks this layout element by element against a plain matrix product.
- * On every other AMD target (gfx90a, gfx942: wave64 MFMA) the layer is absent: `present` is
- * false, a call traps, and the planner never chooses the WMMA path there.
+ * On every other target (gfx90a, gfx942: wave64 MFMA; NVIDIA passes other than sm_90) the layer
+ * is absent: `present` is false, a call traps, and the planner never chooses the WMMA path there
+ * (wmma_built in apply_paths.h).
  *
  * The layout (lane l of 32, h = l / 16, r = l % 16; element e of a fragment is the low (e even) or
  * high (e odd) half of 32-bit word e / 2; C/D register v is a float):
@@ -110,7 +111,7 @@ struct rad_wmma<12> {
         }
 #else
         (void)d; (void)a; (void)b;
-        __builtin_trap();
+        rad_trap();
 #endif
     }
 };
@@ -156,7 +157,7 @@ struct rad_wmma<11> {
         }
 #else
         (void)d; (void)a; (void)b;
-        __builtin_trap();
+        rad_trap();
 #endif
     }
 };
