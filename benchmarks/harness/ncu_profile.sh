@@ -19,6 +19,9 @@ metrics=$metrics,sm__pipe_alu_cycles_active.avg.pct_of_peak_sustained_active
 metrics=$metrics,dram__throughput.avg.pct_of_peak_sustained_elapsed,dram__bytes_read.sum.per_second
 metrics=$metrics,lts__t_bytes.sum.per_second,l1tex__data_pipe_lsu_wavefronts_mem_shared.sum.pct_of_peak_sustained_elapsed
 metrics=$metrics,smsp__inst_executed.sum,gpu__time_duration.sum
+# the epilogue's stores: instructions, the L1 requests and sectors they make, DRAM writes
+metrics=$metrics,smsp__inst_executed_op_global_st.sum,l1tex__t_requests_pipe_lsu_mem_global_op_st.sum
+metrics=$metrics,l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum,dram__bytes_write.sum.per_second
 # why warps wait: every stall reason, in warps per issued instruction
 metrics=$metrics,regex:smsp__average_warps_issue_stalled_.*_per_issue_active.ratio
 timeout 500 ncu --clock-control none -k "regex:${KERNELS:-apply|quantize}" \
@@ -38,8 +41,11 @@ for r in rows:
     d = dict(zip(head, r))
     print(d["Kernel Name"][:110])
     for key in ("gpu__time_duration.sum", "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active",
+                "sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active",
                 "smsp__issue_active.avg.pct_of_peak_sustained_active", "dram__bytes_read.sum.per_second",
-                "lts__t_bytes.sum.per_second"):
+                "dram__bytes_write.sum.per_second", "lts__t_bytes.sum.per_second",
+                "smsp__inst_executed_op_global_st.sum", "l1tex__t_requests_pipe_lsu_mem_global_op_st.sum",
+                "l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum"):
         print(f"    {key:75s} {d.get(key, '')}")
     stalls = sorted(((float(v.replace(',', '')), k) for k, v in d.items()
                      if k.startswith("smsp__average_warps_issue_stalled") and v not in ("", "n/a")), reverse=True)
