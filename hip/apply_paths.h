@@ -47,7 +47,6 @@ rad_error_t launch_mma(const ApplyArgs &a, const ApplyPlan &p);
 rad_error_t launch_tile(const ApplyArgs &a, const ApplyPlan &p);
 rad_error_t launch_stream(const ApplyArgs &a, const ApplyPlan &p);
 rad_error_t launch_wgmma(const ApplyArgs &a, const ApplyPlan &p);
-rad_error_t launch_wgmma_ws(const ApplyArgs &a, const ApplyPlan &p);
 rad_error_t launch_wmma(const ApplyArgs &a, const ApplyPlan &p);
 rad_error_t launch_mfma(const ApplyArgs &a, const ApplyPlan &p);
 rad_error_t launch_stream_shared_x(const ApplyArgs &a, const ApplyPlan &p);

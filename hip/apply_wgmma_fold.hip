@@ -3,7 +3,7 @@
  * the weights dequantized *with their group scale* into the register A fragments,
  * w = bf16_rne(q * s), and the activations as the shared-memory B operand, fed by a producer
  * warpgroup's TMA copies through a full/empty mbarrier ring (as apply_wgmma_ws_kernel,
- * apply_wgmma_ws.hip).
+ * benchmarks/harness/apply_wgmma_ws.hip).
  *
  * Why (docs/PERF_LOG.md, issue 22): the warp-specialized kernel applies the scale to the fp32
  * accumulators (the running scale), so each warpgroup waits for all its wgmmas at every 128-column

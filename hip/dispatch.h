@@ -43,8 +43,9 @@ enum class ApplyPath {
     kTile,   /* mma.sync, activations shared by 8 warps through shared memory: apply_mma.hip */
     kStream, /* mma.sync, weights through a per-warp cp.async ring (few tokens, G >= 128): apply_stream.hip */
     kWgmma,  /* sm_90a warpgroup MMA fed by TMA, 7-32 tokens and the fallbacks (G >= 128): apply_wgmma_pipe.hip */
-    kWgmmaWs, /* sm_90a warp-specialized wgmma (G >= 128): apply_wgmma_ws.hip, benchmark build only
-               * (decide never takes it: the folding kernel needs the same tensor maps) */
+    kWgmmaWs, /* sm_90a warp-specialized wgmma (G >= 128), in the benchmark build only:
+               * benchmarks/harness/apply_wgmma_ws.hip (decide never takes it: the folding kernel
+               * needs the same tensor maps) */
     kStreamSharedX, /* kStream with the activations in shared memory, one block per SM: apply_stream.hip */
     kWmma,   /* AMD RDNA3/RDNA4 WMMA through the rad_wmma layer (wmma.h): apply_wmma.hip */
     kMfma,   /* AMD CDNA (gfx942, gfx90a) MFMA through the rad_mfma layer (mfma.h): apply_mfma.hip */
@@ -261,7 +262,7 @@ bool plan_wgmma(Facts &f, int tokens, int refuse, Dispatch *p)
     return true;
 }
 
-/* A tile of the warp-specialized wgmma kernel (apply_wgmma_ws.hip, benchmark build): tokens (64 to
+/* A tile of the warp-specialized wgmma kernel (benchmarks/harness/apply_wgmma_ws.hip): tokens (64 to
  * 256 in steps of 32), consumer warpgroups of 64 rows, A-fragment sets, persistent blocks or one
  * per tile. The planner took it for more than 32 tokens with G >= 128 until the folding kernel
  * (issue 22); the benchmark build keeps it to time beside that one (ws<...> in variants.def). */

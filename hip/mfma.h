@@ -7,12 +7,12 @@
  * Beside wmma.h (RDNA's wave32 WMMA), and for the same reason. Which of the two forms the current
  * pass has, compat.h says (RAD_MFMA_BUILTIN, RAD_MFMA_EMULATED); only apply_mfma.hip includes this
  * file. On gfx942 / gfx90a each call is the compiler builtin
- * __builtin_amdgcn_mfma_f32_16x16x16bf16_1k; on NVIDIA (the sm_90 pass only) it is an exact emulation of the same layout,
- * so that the MFMA apply kernel (apply_mfma.hip) runs unchanged on an NVIDIA GPU in the tests and
- * tests/test_gpu_mfma.py checks this layout element by element against a plain matrix product. An
- * NVIDIA warp has 32 lanes, so the emulated wave is two warps (threads 64 w .. 64 w + 63 of the
- * block) that trade their fragments through shared memory between two named barriers of those 64
- * threads (ptx_common.h). On every other target (RDNA: wave32; NVIDIA passes other than sm_90)
+ * __builtin_amdgcn_mfma_f32_16x16x16bf16_1k; on NVIDIA (the sm_90 pass only) it is an exact
+ * emulation of the same layout, so that the MFMA apply kernel (apply_mfma.hip) runs unchanged on
+ * an NVIDIA GPU in the tests and tests/test_gpu_mfma.py checks this layout element by element
+ * against a plain matrix product. An NVIDIA warp has 32 lanes, so the emulated wave is two warps
+ * (threads 64 w .. 64 w + 63 of the block) that trade their fragments through shared memory
+ * between two named barriers of those 64 threads (ptx_common.h). On every other target (RDNA: wave32; NVIDIA passes other than sm_90)
  * the layer is absent: `present` is false, a call traps, and the planner never chooses the MFMA
  * path there (mfma_built in apply_paths.h).
  *

@@ -1,6 +1,6 @@
 /*
- * wgmma_common.h - device helpers of the two Hopper wgmma kernels (apply_wgmma_pipe.hip,
- * apply_wgmma_ws.hip): the A fragments of a step built from the packed words in shared memory,
+ * wgmma_common.h - device helpers of the two Hopper wgmma kernels (apply_wgmma_pipe.hip, and
+ * benchmarks/harness/apply_wgmma_ws.hip of the benchmark build): the A fragments of a step built from the packed words in shared memory,
  * the running-scale step and its guard, and the exact fallback loop for the rows the guard flags.
  * Each .hip that includes it gets its own (anonymous-namespace) copy, as when both kernels shared
  * one file.

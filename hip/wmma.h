@@ -7,8 +7,8 @@
  *
  * Which of the three the current pass has, compat.h says (RAD_WMMA*_BUILTIN, RAD_WMMA_EMULATED);
  * only apply_wmma.hip includes this file. On gfx12 / gfx11 each call is the compiler builtin; on
- * NVIDIA (the sm_90 pass only) an exact emulation of the same layout (warp shuffles and fp32 FMAs, k ascending),
- * so that the WMMA apply kernel (apply_wmma.hip) runs unchanged on an NVIDIA GPU in the tests and
+ * NVIDIA (the sm_90 pass only) an exact emulation of the same layout (warp shuffles and fp32 FMAs,
+ * k ascending), so that the WMMA apply kernel (apply_wmma.hip) runs unchanged on an NVIDIA GPU in the tests and
  * tests/test_gpu_wmma.py checks this layout element by element against a plain matrix product.
  * On every other target (gfx90a, gfx942: wave64 MFMA; NVIDIA passes other than sm_90) the layer
  * is absent: `present` is false, a call traps, and the planner never chooses the WMMA path there

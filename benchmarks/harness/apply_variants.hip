@@ -15,6 +15,11 @@
 #include "runtime.h"
 
 namespace radiance {
+
+/* The warp-specialized wgmma kernel's launcher (apply_wgmma_ws.hip, beside this file): the one
+ * path the library's launch_plan does not hold. */
+rad_error_t launch_wgmma_ws(const ApplyArgs &a, const ApplyPlan &p);
+
 namespace {
 
 enum VariantKind { kVarAuto, kVarVector, kVarMma, kVarTile, kVarStream, kVarStreamWhole, kVarStreamXs, kVarSplitK,
@@ -125,5 +130,5 @@ extern "C" int radiance_gpu_apply_variant(int variant, const uint16_t *x, int64_
     ApplyPlan p;
     const int err = variant_plan(a, kVariantTable[variant], &p);
     if (err != 0) return err;
-    return (int)launch_plan(a, p);
+    return (int)(p.path == ApplyPath::kWgmmaWs ? launch_wgmma_ws(a, p) : launch_plan(a, p));
 }

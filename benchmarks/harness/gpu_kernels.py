@@ -82,6 +82,7 @@ def build(lib, log):
     os.makedirs(os.path.dirname(lib), exist_ok=True)
     srcs = sorted(os.path.join(ROOT, "hip", f) for f in os.listdir(os.path.join(ROOT, "hip")) if f.endswith(".hip"))
     srcs.append(os.path.join(HERE, "apply_variants.hip"))  # radiance_gpu_apply_variant
+    srcs.append(os.path.join(HERE, "apply_wgmma_ws.hip"))  # the warp-specialized kernel (benchmark only)
     gencode = ["-gencode=arch=compute_90a,code=sm_90a"]
     if os.environ.get("RADIANCE_BENCH_ALL_ARCHS"):
         gencode += ["-gencode=arch=compute_80,code=sm_80", "-gencode=arch=compute_80,code=compute_80"]

@@ -1,9 +1,9 @@
 /*
  * apply_wgmma_ws.hip - the warp-specialized wgmma kernel (sm_90a, G >= 128, both tensor maps),
  * the Hopper path of apply for more than 32 tokens until the folding kernel (apply_wgmma_fold.hip,
- * issue 22) replaced it. Its tiles are instantiated only in the benchmark build
- * (RADIANCE_KERNEL_VARIANTS), which times them beside the folding kernel's: the library's planner
- * never takes this path (dispatch.h says why), so the library's launcher holds no kernel. A
+ * issue 22) replaced it. It lives in the benchmark build alone (gpu_kernels.py compiles it beside
+ * hip/ and apply_variants.hip), which times its tiles beside the folding kernel's: the library's
+ * planner never takes this path (dispatch.h says why) and setup.py never compiles this file. A
  * producer warpgroup (one thread of it, with its registers given to the others by setmaxnreg)
  * issues every TMA copy; CWG consumer warpgroups of 64 rows each only wait for full slots,
  * dequantize, rescale and queue wgmmas.
@@ -254,17 +254,12 @@ rad_error_t launch_ws(const ApplyArgs &a, const ApplyPlan &p)
 
 rad_error_t launch_wgmma_ws(const ApplyArgs &a, const ApplyPlan &p)
 {
-#if defined(RADIANCE_KERNEL_VARIANTS)
     const bool db = p.a_sets == 2;
 #define RAD_WS_CASE(T, C, D)                                                                                    \
     if (p.tokens == T && p.consumer_wgs == C && db == D && a.group >= 128)                                      \
         return a.group == 128 ? launch_ws<128, T, C, D>(a, p) : launch_ws<256, T, C, D>(a, p);
     RAD_WS_TILES(RAD_WS_CASE)
 #undef RAD_WS_CASE
-#else
-    (void)a;
-    (void)p;
-#endif
     return (rad_error_t)RADIANCE_GPU_EINVAL;
 }
 
