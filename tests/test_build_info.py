@@ -145,8 +145,9 @@ def fake_torch(tmp_path, cuda, hip=None):
 def test_torch_build_is_read_without_importing_torch(tmp_path, cuda, hip, expected):
     code = ("import sys, radiance._build_info as b; r = b.torch_gpu_build(); "
             "assert 'torch' not in sys.modules; print(r)")
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([fake_torch(tmp_path, cuda, hip),
-                                                       os.path.join(ROOT, "python")]))
+    # the radiance these tests import (installed, or an in-place build under python/)
+    package_parent = os.path.dirname(os.path.dirname(os.path.abspath(_build_info.__file__)))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([fake_torch(tmp_path, cuda, hip), package_parent]))
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == repr(expected)
