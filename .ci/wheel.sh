@@ -11,17 +11,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
-export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1 PYTHONUNBUFFERED=1
-
-step() { printf '\n=== %s (%s)\n' "$1" "$(date -u +%H:%M:%S)"; }
-
-# The command in the ```sh block right after README.md's <!-- wheel-command --> marker.
-wheel_command() {
-    awk '
-        $0 == "<!-- wheel-command -->" { found = 1; next }
-        found && /^```/ { if (inside) exit; inside = 1; next }
-        inside { print }' README.md
-}
+. .ci/common.sh
+export PIP_NO_CACHE_DIR=1
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -32,7 +23,7 @@ python3 -m venv "$work/tools"
 "$work/tools/bin/pip" install -q auditwheel abi3audit
 
 step "README's wheel command, with no nvcc on PATH (the toolkit comes from PyPI)"
-command=$(wheel_command)
+command=$(readme_command wheel-command)
 [ -n "$command" ] || { echo "no <!-- wheel-command --> block in README.md" >&2; exit 1; }
 echo "$command"
 python3 -m venv "$work/build"

@@ -1,0 +1,25 @@
+# Sourced by the scripts of .ci/: what they share.
+
+export PIP_DISABLE_PIP_VERSION_CHECK=1 PYTHONUNBUFFERED=1
+
+step() { printf '\n=== %s (%s)\n' "$1" "$(date -u +%H:%M:%S)"; }
+
+# The command in the ```sh block right after the line <!-- NAME --> of README.md.
+readme_command() {
+    awk -v marker="<!-- $1 -->" '
+        $0 == marker { found = 1; next }
+        found && /^```/ { if (inside) exit; inside = 1; next }
+        inside { print }' README.md
+}
+
+# PyPI's vLLM distributions also bring torchvision, torchaudio and torchcodec built against torch's
+# CUDA wheels; beside a CPU torch they fail at import ("operator torchvision::nms does not exist"),
+# transformers imports torchvision whenever it is installed, and nothing tested here needs them.
+drop_torch_extras() {
+    "$1" -m pip uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true
+}
+
+# radiance from this tree, CPU path only, into the environment of the Python $1.
+install_radiance_cpu() {
+    RADIANCE_GPU=none "$1" -m pip install -q --no-cache-dir --no-deps --force-reinstall .
+}
