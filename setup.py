@@ -94,6 +94,8 @@ class BuildExt(build_ext):
                 ext.extra_link_args += [f"-L{plan.toolkit.libdir}", "-lcudart_static", "-lrt", "-ldl",
                                         "-lpthread", "-Wl,-Bstatic", "-lstdc++", "-Wl,-Bdynamic",
                                         "-Wl,--exclude-libs,ALL"]
+                # the static libstdc++'s one glibc 2.36 reference, answered inside (its header says why)
+                ext.sources.append("csrc/glibc_compat.c")
             else:
                 libdir = os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(plan.compiler))), "lib")
                 ext.library_dirs.append(libdir)

@@ -47,6 +47,9 @@ step "auditwheel show and abi3audit"
 "$work/tools/bin/auditwheel" show "$wheel" | tee "$work/auditwheel.txt"
 tag=$(basename "$wheel" .whl | awk -F- '{print $NF}')
 case "$tag" in manylinux_*) ;; *) echo "the wheel's platform tag $tag is not manylinux" >&2; exit 1 ;; esac
+# the floor docs/install.md promises: glibc 2.34 (Ubuntu 22.04 has 2.35, RHEL 9 2.34)
+glibc_minor=$(printf '%s' "$tag" | awk -F_ '{print $3}')
+[ "$glibc_minor" -le 34 ] || { echo "the wheel needs glibc 2.$glibc_minor, above the 2.34 it promises" >&2; exit 1; }
 # auditwheel names the newest tag the wheel's symbols allow; the wheel's own must be that one.
 tr -s ' \n' ' ' <"$work/auditwheel.txt" | grep -q "consistent with the following platform tag: \"$tag\"" ||
     { echo "auditwheel does not accept the tag $tag" >&2; exit 1; }

@@ -768,5 +768,6 @@ def test_calibrate_writes_statistics_and_draws_no_bar(tmp_path, capfd, head, hid
     np.testing.assert_allclose(
         stats.activation_sq, calibration.compute_activation_sq(hidden[:64]), rtol=1e-4
     )
+    # too few tokens: refused before the model loads
     code = cli.main(["calibrate", "--tokens", "8", "--out", str(out), "--no-progress"])
     assert code == 2 and "at least 16 are needed" in capfd.readouterr().err

@@ -520,6 +520,11 @@ def run_calibrate(args):
     progress = not args.no_progress
     _check_common_options(args)
     _check_output_path("--out", args.out)
+    if args.tokens is not None and args.tokens < MIN_CALIBRATION_TOKENS:  # before the model loads
+        raise _error(
+            f"--tokens {args.tokens}: at least {MIN_CALIBRATION_TOKENS} are needed for statistics "
+            f"worth using"
+        )
     text, text_name = _read_text(args)
     path, head = _read_head(args)
     device = _resolve_device(args.device)
