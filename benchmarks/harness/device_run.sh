@@ -7,6 +7,10 @@
 #   OUT=/tmp/out bash benchmarks/harness/device_run.sh variants
 #       (the kernel harness alone: the benchmark build, every variant checked against float64,
 #       then timed at 1-16 tokens)
+#   OUT=/tmp/out WHEEL=dist/radiance-*.whl bash benchmarks/harness/device_run.sh wheel
+#       (that wheel, not a build made here: installed into a folder of its own, the GPU tests
+#       against it (the source tree's python/ stays off the path), then gpu.py on every head;
+#       Humming comes from HUMMING_WHEEL where given)
 #   OUT=/tmp/out bash benchmarks/harness/device_run.sh speed
 #       (about 8 minutes: the benchmark build, every variant checked against float64 with poisoned
 #       outputs at awkward sizes, the library's shared-activation tests and their memcheck, then
@@ -26,6 +30,27 @@ if [ "$what" = variants ]; then
     timeout 240 python3 benchmarks/harness/gpu_kernels.py time --quick --ms 1,4,8,12,16 >"$OUT/time.log" 2>&1
     echo "time rc=$?"
     grep -E "roofline|ours" "$OUT/time.log"
+    exit 0
+fi
+
+if [ "$what" = wheel ]; then
+    start=$SECONDS
+    site=$(mktemp -d)
+    # shellcheck disable=SC2086  # WHEEL may be a glob
+    python3 -m pip install -q --no-index --no-deps --no-compile --target "$site" ${WHEEL:?WHEEL=path of the wheel} \
+        ${HUMMING_WHEEL:-} || exit 1
+    export PYTHONPATH="$site:$PWD/tests"
+    python3 -c 'import radiance, sys; print(radiance.__file__, radiance.gpu_backend(), radiance.gpu_device_count())'
+    python3 -c "import radiance, sys; sys.exit(not radiance.__file__.startswith('$site'))" ||
+        { echo "radiance is not imported from the wheel" >&2; exit 1; }
+    timeout 330 python3 -m pytest -q -p no:cacheprovider -rfE tests/test_gpu.py tests/test_gpu_torch.py \
+        tests/test_gpu_wmma.py tests/test_gpu_mfma.py tests/test_quantize_gpu.py tests/test_device_context.py \
+        tests/test_torch_ops.py >"$OUT/test_gpu.log" 2>&1
+    echo "GPU tests with the wheel rc=$? ($((SECONDS - start)) s) :: $(tail -1 "$OUT/test_gpu.log")"
+    grep -E "^(FAILED|ERROR)" "$OUT/test_gpu.log" | head -20
+    { nvidia-smi; timeout 400 python3 benchmarks/gpu.py --round-budget 0.1 --out "$OUT"; } >"$OUT/bench.log" 2>&1
+    echo "gpu.py with the wheel rc=$? ($((SECONDS - start)) s)"
+    grep -v "^plot" "$OUT/bench.log" | tail -12
     exit 0
 fi
 
