@@ -223,7 +223,7 @@ rad_error_t launch_mfma(const ApplyArgs &a, const ApplyPlan &p)
 
 namespace {
 
-/* 1 where the kernel has a body for the current device (wmma_built in apply_paths.h): an empty
+/* 1 where the kernel has a body for the current device (mfma_built in apply_paths.h): an empty
  * stand-in (an NVIDIA pass other than sm_90) uses a handful of registers, the emulation dozens. */
 int mfma_probe(void)
 {
