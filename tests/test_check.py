@@ -650,6 +650,9 @@ def test_cli_errors_come_before_anything_loads(tmp_path, capsys, nothing_loads):
         assert code == 2, args
         assert message in err, (args, err)
         assert "Traceback" not in err and "allow_pickle" not in err and out == ""
+    # calibrate's own floor, before the head is read or the model loaded
+    code, out, err = _run_main(["calibrate", "--tokens", "8", "--out", str(tmp_path / "s.st")], capsys)
+    assert code == 2 and "--tokens 8: at least 16 are needed" in err and out == ""
 
 
 def test_cli_refuses_too_few_tokens_and_warns_when_short(tmp_path, capsys, reuse_runner, hidden):
@@ -768,6 +771,3 @@ def test_calibrate_writes_statistics_and_draws_no_bar(tmp_path, capfd, head, hid
     np.testing.assert_allclose(
         stats.activation_sq, calibration.compute_activation_sq(hidden[:64]), rtol=1e-4
     )
-    # too few tokens: refused before the model loads
-    code = cli.main(["calibrate", "--tokens", "8", "--out", str(out), "--no-progress"])
-    assert code == 2 and "at least 16 are needed" in capfd.readouterr().err

@@ -80,7 +80,8 @@ def require_layer():
     z = np.zeros((64, 2), np.uint32)
     rc, _ = run_mfma(z, z, np.zeros((64, 4), np.float32))
     if rc == EINVAL:
-        pytest.skip("no rad_mfma for this GPU (an AMD GPU without CDNA's MFMA, or an NVIDIA GPU other than sm_90, the only NVIDIA target built with the emulation)")
+        pytest.skip("no rad_mfma for this GPU (an AMD GPU without CDNA's MFMA, or an NVIDIA GPU other "
+                    "than sm_90, the only NVIDIA target built with the emulation)")
     assert rc == 0, f"radiance_gpu_test_mfma failed: {rc}"
 
 

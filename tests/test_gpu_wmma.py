@@ -86,7 +86,8 @@ def require_layer(arch):
     z = np.zeros((32, WORDS[arch]), np.uint32)
     rc, _ = run_wmma(arch, z, z, np.zeros((32, 8), np.float32))
     if rc == EINVAL:
-        pytest.skip(f"no rad_wmma<{arch}> for this GPU (an AMD GPU of another family, or an NVIDIA GPU other than sm_90, the only NVIDIA target built with the emulation)")
+        pytest.skip(f"no rad_wmma<{arch}> for this GPU (an AMD GPU of another family, or an NVIDIA GPU "
+                    f"other than sm_90, the only NVIDIA target built with the emulation)")
     assert rc == 0, f"radiance_gpu_test_wmma failed: {rc}"
 
 
