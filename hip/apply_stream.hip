@@ -506,6 +506,8 @@ apply_stream_split_k_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k
         }
     }
     rad_cluster_sync(); /* the other block's last arrival on this block's barriers has landed */
+#else
+    rad_trap(); /* a pass without clusters: split_k_max_clusters() keeps the planner away */
 #endif
 }
 
@@ -518,6 +520,9 @@ int split_k_max_clusters(void)
     const int optin = rad_smem_optin();
     void (*kernel)(const uint16_t *, int64_t, int64_t, const int32_t *, const uint16_t *, const uint16_t *, int64_t,
                    uint16_t *) = apply_stream_split_k_kernel<128, false>;
+    /* code from a pass before sm_90 (an sm_80 build run on an H200 through its compute_80 PTX) is
+     * the empty stand-in above, whatever the GPU can do */
+    if (rad_func_ptx_version((const void *)kernel) < 90) return 0;
     if (optin <= 0 || rad_func_set_max_dynamic_smem(kernel, optin) != RAD_SUCCESS) {
         (void)rad_get_last_error();
         return 0;

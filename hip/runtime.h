@@ -36,6 +36,10 @@ int rad_smem_optin(void);
 /* Registers per thread of a compiled kernel (cudaFuncGetAttributes), -1 where it cannot be read
  * (AMD, or no binary for the current device). */
 int rad_func_num_regs(const void *kernel);
+/* The virtual architecture (e.g. 80, 90) of the device pass that made `kernel`'s code for the
+ * current device, -1 where the runtime cannot say (HIP): an sm_80 build runs on an sm_90 GPU
+ * through its compute_80 code, whose passes lack every sm_90 feature the GPU itself has. */
+int rad_func_ptx_version(const void *kernel);
 
 /* F() for the current device, looked up once per device (F answers >= 0). Threads may race to
  * fill an entry: each computes the same value for the same device, so relaxed atomics suffice (the

@@ -211,6 +211,18 @@ int rad_func_num_regs(const void *kernel)
     return -1;
 }
 
+int rad_func_ptx_version(const void *kernel)
+{
+#if defined(RAD_CUDA)
+    cudaFuncAttributes attr;
+    if (cudaFuncGetAttributes(&attr, kernel) == cudaSuccess) return attr.ptxVersion;
+    (void)cudaGetLastError();
+#else
+    (void)kernel;
+#endif
+    return -1;
+}
+
 #if defined(RAD_HAS_CLUSTER_LAUNCH)
 namespace {
 cudaLaunchConfig_t cluster_config(unsigned grid, unsigned block, size_t smem, unsigned cluster_x, rad_stream_t stream,
