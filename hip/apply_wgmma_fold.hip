@@ -24,6 +24,12 @@
  * a tile out, so heads with few steps per row (k <= 1024) keep the ring full across tiles. The
  * planner (dispatch.h, fold_tile) splits the tokens into equal chunks of at most 256, each rounded
  * up to 32, so no token count wastes more than 31 tokens per chunk.
+ *
+ * What happens between two tiles idles the tensor pipe (both consumer warpgroups work on the same
+ * tile), so it is kept short (docs/PERF_LOG.md, 2026-12-02 third session: about 12000 cycles per
+ * tile before, measured with Nsight Compute): the next tile's first scales are requested during
+ * the last step, the bias of a thread's two rows is read once per tile, and a tile inside n and m
+ * is written with one cvt per token pair and no test per element.
  */
 #include "apply_common.h"
 #include "apply_paths.h"
@@ -175,23 +181,43 @@ apply_wgmma_fold_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, co
     const int g = lane >> 2, t = lane & 3;
     const int shift = 4 * t;
     const int local0 = wg * 64 + warp * 16 + g; /* rows local0 (hi = 0) and local0 + 8 (hi = 1) */
+    /* this thread's two rows of a tile: whether each is below n, and where its scales start */
+    struct Rows {
+        int64_t row0;
+        unsigned ok;
+        const uint16_t *s0, *s1;
+    };
+    auto rbase_of = [&](int64_t tile) __attribute__((always_inline)) { return tile / token_chunks * kRows; };
+    auto rows_of = [&](int64_t tile) __attribute__((always_inline)) {
+        Rows r;
+        r.row0 = rbase_of(tile) + local0;
+        r.ok = (r.row0 < n ? 1u : 0u) | (r.row0 + 8 < n ? 2u : 0u);
+        r.s0 = scales + (r.row0 < n ? r.row0 : 0) * ng;
+        r.s1 = scales + (r.row0 + 8 < n ? r.row0 + 8 : 0) * ng;
+        return r;
+    };
+    /* the scales of a tile's first step are requested during the last step of the tile before
+     * (the loads' latency then hides behind that step's wgmmas and the epilogue) */
+    uint32_t sb[2][4];
+    Rows cur = rows_of(blockIdx.x);
+    fold_load_scales(cur.s0, cur.s1, cur.ok, ng, group_shift, 0, sb);
     /* the ring position of the tile's first step: slot base0, phase parity phase0 */
     int base0 = 0;
     unsigned phase0 = 0;
     for (int64_t tile = blockIdx.x; tile < tiles;
          tile += gridDim.x, phase0 ^= (unsigned)((base0 + nsteps) / S) & 1u, base0 = (base0 + nsteps) % S) {
-        const int64_t rbase = tile / token_chunks * kRows;
         const int64_t tok0 = tile % token_chunks * TOKENS;
-        const int64_t row0 = rbase + local0;
-        const unsigned rows_ok = (row0 < n ? 1u : 0u) | (row0 + 8 < n ? 2u : 0u);
-        const uint16_t *srow0 = scales + (row0 < n ? row0 : 0) * ng;
-        const uint16_t *srow1 = scales + (row0 + 8 < n ? row0 + 8 : 0) * ng;
+        const int64_t row0 = cur.row0;
+        const unsigned rows_ok = cur.ok;
+        const uint16_t *srow0 = cur.s0, *srow1 = cur.s1;
+        const Rows next = rows_of(tile + gridDim.x < tiles ? tile + gridDim.x : tile);
+        /* the bias of the two rows, -0 where there is none (x + -0 = x for every x, -0 included) */
+        const float bias0 = bias != NULL && (rows_ok & 1u) ? rad_bf16_to_float(bias[row0]) : -0.0f;
+        const float bias1 = bias != NULL && (rows_ok & 2u) ? rad_bf16_to_float(bias[row0 + 8]) : -0.0f;
         float acc[NA];
 #pragma unroll
         for (int r = 0; r < NA; r++) acc[r] = 0.0f;
         uint32_t afr[2][4][4]; /* the fragments of a step's two halves (4 slices each) */
-        uint32_t sb[2][4];
-        fold_load_scales(srow0, srow1, rows_ok, ng, group_shift, 0, sb);
 
         /* half H of step s: (H = 0) its slot landed; its fragments built (after half 1, the
          * scales of step s + 1 requested into the same registers); 4 wgmmas queued; then the
@@ -206,6 +232,7 @@ apply_wgmma_fold_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, co
             if (H == 0) rad_mbarrier_wait(fullbar + pos % S, phase0 ^ ((unsigned)(pos / S) & 1u));
             fold_build_a<H>(st, local0, shift, sb, afr[H]);
             if (H == 1 && s + 1 < nsteps) fold_load_scales(srow0, srow1, rows_ok, ng, group_shift, s + 1, sb);
+            if (H == 1 && LAST) fold_load_scales(next.s0, next.s1, next.ok, ng, group_shift, 0, sb);
             fold_pin(acc);
             rad_wgmma_fence();
             const uint64_t bdesc = rad_wgmma_desc_sw128(st + Cfg::wbytes);
@@ -230,13 +257,31 @@ apply_wgmma_fold_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, co
         half(nsteps - 1, FoldSet<0>(), FoldSet<0>());
         half(nsteps - 1, FoldSet<1>(), FoldSet<1>());
         if (lane == 0) rad_mbarrier_arrive(emptybar + (base0 + nsteps - 1) % S);
+        cur = next;
 
+        /* acc[4 j + 2 hi + e]: row row0 + 8 hi, token tok0 + 8 j + 2 t + e. A tile inside n and
+         * m (all but the last row block and token chunk) stores without a test, each pair of
+         * tokens converted by one cvt (round to nearest even, as rad_float_to_bf16_rne; a NaN
+         * comes out as the canonical quiet NaN) */
+        if (rbase_of(tile) + kRows <= n && tok0 + TOKENS <= m) {
+            uint16_t *p = out + (tok0 + 2 * t) * n + row0;
 #pragma unroll
-        for (int r = 0; r < NA; r++) {
-            const int hi = (r >> 1) & 1;
-            const int64_t row = row0 + 8 * hi;
-            const int64_t tok = tok0 + 8 * (r >> 2) + 2 * t + (r & 1);
-            if (row < n && tok < m) out[tok * n + row] = out_bf16(acc[r], bias, row);
+            for (int j = 0; j < TOKENS / 8; j++, p += 8 * n) {
+                const uint32_t r0 = rad_cvt_rn_bf16x2(acc[4 * j + 1] + bias0, acc[4 * j] + bias0);
+                const uint32_t r1 = rad_cvt_rn_bf16x2(acc[4 * j + 3] + bias1, acc[4 * j + 2] + bias1);
+                p[0] = (uint16_t)r0;
+                p[n] = (uint16_t)(r0 >> 16);
+                p[8] = (uint16_t)r1;
+                p[n + 8] = (uint16_t)(r1 >> 16);
+            }
+        } else {
+#pragma unroll
+            for (int r = 0; r < NA; r++) {
+                const int hi = (r >> 1) & 1;
+                const int64_t row = row0 + 8 * hi;
+                const int64_t tok = tok0 + 8 * (r >> 2) + 2 * t + (r & 1);
+                if (row < n && tok < m) out[tok * n + row] = rad_float_to_bf16_rne(acc[r] + (hi ? bias1 : bias0));
+            }
         }
     }
 #endif

@@ -90,7 +90,7 @@ def build(lib, log):
     with open(log, "w") as fh:
         for src in srcs:
             obj = os.path.join(os.path.dirname(lib), os.path.basename(src) + ".o")
-            cmd = ["nvcc", "-x", "cu", "-O3", "-std=c++17", "-Xcompiler", "-fPIC", "-Xptxas", "-v",
+            cmd = ["nvcc", "-x", "cu", "-O3", "-lineinfo", "-std=c++17", "-Xcompiler", "-fPIC", "-Xptxas", "-v",
                    "-DRADIANCE_KERNEL_VARIANTS=1", "-I", os.path.join(ROOT, "hip"), "-I", os.path.join(ROOT, "csrc", "include"), "-I", HERE,
                    *gencode, "-c", src, "-o", obj]
             procs.append((src, subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)))
