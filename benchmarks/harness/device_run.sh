@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # What one lent H200 call runs (see benchmarks/RESULTS.md): build the CUDA extension in place, the
 # GPU tests, a compute-sanitizer memcheck pass, and the benchmarks. Logs and results go to $OUT.
+# The machine returns at most 8 files: at exit, out_files.sh packs all but the 7 smallest into
+# $OUT/bundle.tar.gz.
 #
 #   OUT=/tmp/out bash benchmarks/harness/device_run.sh [tests|smoke|bench|all]
 #       (smoke: tests + a short gpu.py)
@@ -19,6 +21,8 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-out}
 mkdir -p "$OUT"
+. benchmarks/harness/out_files.sh
+trap bundle_out EXIT
 what=${1:-all}
 export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD/python:$PWD/tests"
 

@@ -8,6 +8,8 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-out}
 mkdir -p "$OUT"
+. benchmarks/harness/out_files.sh
+trap bundle_out EXIT
 runs=${1:-1:auto,8:auto,16:auto,64:auto,256:auto,1:vector,8:vector}
 export PYTHONUNBUFFERED=1
 python3 benchmarks/harness/gpu_kernels.py build --log "$OUT/nvcc.log" || { tail -30 "$OUT/nvcc.log"; exit 1; }
