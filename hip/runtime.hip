@@ -199,29 +199,24 @@ int rad_smem_optin(void)
     return v;
 }
 
-int rad_func_num_regs(const void *kernel)
-{
 #if defined(RAD_CUDA)
+namespace {
+/* One field of a kernel's cudaFuncAttributes, -1 where they cannot be read */
+int func_attribute(const void *kernel, int cudaFuncAttributes::*field)
+{
     cudaFuncAttributes attr;
-    if (cudaFuncGetAttributes(&attr, kernel) == cudaSuccess) return attr.numRegs;
+    if (cudaFuncGetAttributes(&attr, kernel) == cudaSuccess) return attr.*field;
     (void)cudaGetLastError();
-#else
-    (void)kernel;
-#endif
     return -1;
 }
+} // namespace
 
-int rad_func_ptx_version(const void *kernel)
-{
-#if defined(RAD_CUDA)
-    cudaFuncAttributes attr;
-    if (cudaFuncGetAttributes(&attr, kernel) == cudaSuccess) return attr.ptxVersion;
-    (void)cudaGetLastError();
+int rad_func_num_regs(const void *kernel) { return func_attribute(kernel, &cudaFuncAttributes::numRegs); }
+int rad_func_ptx_version(const void *kernel) { return func_attribute(kernel, &cudaFuncAttributes::ptxVersion); }
 #else
-    (void)kernel;
+int rad_func_num_regs(const void *) { return -1; }
+int rad_func_ptx_version(const void *) { return -1; }
 #endif
-    return -1;
-}
 
 #if defined(RAD_HAS_CLUSTER_LAUNCH)
 namespace {
