@@ -17,13 +17,15 @@
  * Because a 16-byte quarter of a row's 128-column step is 32 columns, any group of 32 to 256
  * columns has one scale per quarter: the kernel takes the group as a shift (no per-group
  * instantiation), so groups 32 and 64 run here too. k need only be a multiple of 32 (the TMA
- * tensor maps' row pitch); a last step past k reads zeros from the TMA engine and a zero scale.
+ * tensor maps' row pitch); a last step past k reads zeros from the TMA engine and a zero scale,
+ * and where its second half lies wholly past k (k % 128 in 1 .. 64: 576, SmolLM2's hidden size)
+ * that half issues no wgmmas.
  *
  * A tile is 64 CWG rows x TOKENS tokens; blocks are persistent (one per SM, tiles blockIdx.x, +
  * gridDim.x, ...), and the producer runs on into the next tile's steps while the consumers write
  * a tile out, so heads with few steps per row (k <= 1024) keep the ring full across tiles. The
  * planner (dispatch.h, fold_tile) splits the tokens into equal chunks of at most 256, each rounded
- * up to 32, so no token count wastes more than 31 tokens per chunk.
+ * up to 16, 32, 48 or a multiple of 32, so no token count wastes more than 31 tokens per chunk.
  *
  * What happens between two tiles idles the tensor pipe (both consumer warpgroups work on the same
  * tile), so it is kept short (docs/PERF_LOG.md, 2026-12-02 third session: about 12000 cycles per
@@ -145,6 +147,8 @@ apply_wgmma_fold_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, co
     const int tid = threadIdx.x;
     const int64_t ng = k >> group_shift;
     const int nsteps = (int)((k + 127) / 128);
+    /* the second half of the last step lies past k (k % 128 in 1 .. 64): its wgmmas are skipped */
+    const bool last_half_dead = (int64_t)(nsteps - 1) * 128 + 64 >= k;
 
     if (tid < S) {
         rad_mbarrier_init(fullbar + tid, 1);
@@ -230,18 +234,22 @@ apply_wgmma_fold_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, co
             const int pos = base0 + s;
             const unsigned char *st = smem + (pos % S) * Cfg::stage_bytes;
             if (H == 0) rad_mbarrier_wait(fullbar + pos % S, phase0 ^ ((unsigned)(pos / S) & 1u));
-            fold_build_a<H>(st, local0, shift, sb, afr[H]);
+            const bool live = !(LAST && H == 1 && last_half_dead);
+            if (live) fold_build_a<H>(st, local0, shift, sb, afr[H]);
             if (H == 1 && s + 1 < nsteps) fold_load_scales(srow0, srow1, rows_ok, ng, group_shift, s + 1, sb);
             if (H == 1 && LAST) fold_load_scales(next.s0, next.s1, next.ok, ng, group_shift, 0, sb);
             fold_pin(acc);
-            rad_wgmma_fence();
-            const uint64_t bdesc = rad_wgmma_desc_sw128(st + Cfg::wbytes);
+            if (live) {
+                rad_wgmma_fence();
+                const uint64_t bdesc = rad_wgmma_desc_sw128(st + Cfg::wbytes);
 #pragma unroll
-            for (int j = 0; j < 4; j++) {
-                const int sl = 4 * H + j; /* box sl / 4, 32 bytes per slice inside its swizzled rows */
-                rad_wgmma_rs(acc, afr[H][j], bdesc + (uint64_t)(((sl >> 2) * TOKENS * 128 + (sl & 3) * 32) >> 4), 1);
+                for (int j = 0; j < 4; j++) {
+                    const int sl = 4 * H + j; /* box sl / 4, 32 bytes per slice inside its swizzled rows */
+                    rad_wgmma_rs(acc, afr[H][j], bdesc + (uint64_t)(((sl >> 2) * TOKENS * 128 + (sl & 3) * 32) >> 4),
+                                 1);
+                }
+                rad_wgmma_commit();
             }
-            rad_wgmma_commit();
             if (LAST) rad_wgmma_wait<0>();
             else rad_wgmma_wait<1>();
             fold_pin(acc);
@@ -315,6 +323,7 @@ rad_error_t launch_fold(const ApplyArgs &a, const ApplyPlan &p)
 #define RAD_FOLD_TILES(X) \
     X(16, 3)              \
     X(32, 3)              \
+    X(48, 3)              \
     X(64, 3)              \
     X(96, 3)              \
     X(128, 3)             \

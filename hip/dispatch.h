@@ -287,25 +287,26 @@ bool plan_wgmma_ws(Facts &f, WsTile w, int refuse, Dispatch *p)
     return true;
 }
 
-/* A tile of the folding wgmma kernel (apply_wgmma_fold.hip): tokens (16, 32, then 64 to 256 in
- * steps of 32) and consumer warpgroups of 64 rows (3 up to 160 tokens, 2 from 192: the pairs
+/* A tile of the folding wgmma kernel (apply_wgmma_fold.hip): tokens (16, 32, 48, then 64 to 256
+ * in steps of 32) and consumer warpgroups of 64 rows (3 up to 160 tokens, 2 from 192: the pairs
  * RAD_FOLD_TILES instantiates). */
 struct FoldTile {
     int tokens, consumer_wgs;
 };
 
 /* The library's fold tile for m tokens: the tokens split into equal chunks of at most 256 (the
- * largest wgmma n), each rounded up to 16 up to 32 tokens and to 32 beyond, so that no token count
- * wastes more than 31 tokens per chunk (384 tokens as two chunks of 192: 1441 us against the
- * warp-specialized kernel's 1991 with two of 256, 248320 x 5120, H200, docs/PERF_LOG.md eighth
- * round, run 43; the chunking and the kernel change were not timed apart); 3 consumer
- * warpgroups (192 rows: less activation traffic per row) where their accumulators fit without
- * spilling, up to 160 tokens, else 2 (nvcc 13.0, sm_90a, run 43). */
+ * largest wgmma n), each rounded up to 16 up to 32 tokens, to 48 up to 48 and to 32 beyond, so
+ * that no token count wastes more than 31 tokens per chunk (384 tokens as two chunks of 192: 1441
+ * us against the warp-specialized kernel's 1991 with two of 256, 248320 x 5120, H200,
+ * docs/PERF_LOG.md eighth round, run 43; 48 tokens: 310.5 against 341.3 us as a chunk of 64 in
+ * one timing loop, ninth round);
+ * 3 consumer warpgroups (192 rows: less activation traffic per row) where their accumulators fit
+ * without spilling, up to 160 tokens, else 2 (nvcc 13.0, sm_90a, run 43). */
 inline FoldTile fold_tile(int64_t m)
 {
     const int64_t chunks = (m + 255) / 256;
     const int64_t per = (m + chunks - 1) / chunks;
-    const int tokens = per <= 16 ? 16 : per <= 32 ? 32 : (int)((per + 31) / 32 * 32);
+    const int tokens = per <= 16 ? 16 : per <= 32 ? 32 : per <= 48 ? 48 : (int)((per + 31) / 32 * 32);
     return {tokens, tokens <= 160 ? 3 : 2};
 }
 

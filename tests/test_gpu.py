@@ -129,11 +129,13 @@ def test_apply_gpu_matches_float64(m, k, group_size):
 
 # Every tile the planner picks from 9 tokens (hip/dispatch.h, decide and fold_tile): the split-k
 # stream kernel for 9-16 tokens where the halves of k fit (and, with NO_SHARED_X, the wgmma kernel
-# instead), and each tile of the folding wgmma kernel (16 and 32 tokens for groups under 128; 64 to
-# 256 in 32s; above 256 in equal chunks: 257 as 2 x 160, 384 as 2 x 192, 700 as 3 x 256, 1000 as
-# 4 x 256), checked against float64 of bf16_rne(q * s) where it folds. Heads of 40001 rows give
-# every persistent block several tiles (more tiles than an H200 has SMs), so the ring carries on
-# from one tile to the next; k = 576 and 1376 end inside a 128-column step.
+# instead), and each tile of the folding wgmma kernel (16 and 32 tokens for groups under 128; 48;
+# 64 to 256 in 32s; above 256 in equal chunks: 257 as 2 x 160, 384 as 2 x 192, 700 as 3 x 256,
+# 1000 as 4 x 256; the warpgroups starting 1 step apart at 96-160 tokens and 2 at 224-256),
+# checked against float64 of bf16_rne(q * s) where it folds. Heads of 40001 rows give every
+# persistent block several tiles (more tiles than an H200 has SMs), so the ring carries on from one
+# tile to the next; k = 576, 1312 and 1376 end inside a 128-column step (576 and 1312 in its first
+# half, whose second half the kernel skips).
 @pytest.mark.parametrize("flags", [0, NO_SHARED_X], ids=["auto", "no_shared_x"])
 @pytest.mark.parametrize("m", [9, 12, 16, 40, 96, 129, 160, 192, 224, 255, 257])
 @pytest.mark.parametrize("n, k, group_size", [(40001, 640, 128), (3001, 5120, 128), (1999, 2304, 256)])
@@ -145,6 +147,7 @@ def test_apply_gpu_every_tile_matches_float64(flags, m, n, k, group_size):
     "m, n, k, group_size",
     [
         *[(m, n, k, g) for m in (13, 30, 33, 120) for n, k, g in ((20001, 576, 64), (2999, 1376, 32))],
+        *[(m, 1501, 1312, 32) for m in (48, 230)],
         *[(m, 2001, 1024, 128) for m in (384, 700)],
         (1000, 3001, 640, 128),
         (300, 1999, 2304, 256),
