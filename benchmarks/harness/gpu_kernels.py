@@ -64,7 +64,7 @@ TIME_VARIANTS = {
     12: "auto,wgquad16,streamsplitk",
     16: "auto,wgquad16,wgpipe16,streamsplitk",
     32: "auto,wgpipe32",
-    48: "auto,ws3d64p,fold3x64",
+    48: "auto,ws3d64p,fold3x48,fold3x64",
     64: "auto,wgtma64,ws3d64p,ws3d64n,ws2d64p,fold3x64",
     96: "auto,ws2d96p,ws2d96n,fold3x96",
     128: "auto,wgpipers128,ws3s128p,ws3s128n,ws2d128p,fold3x128",
@@ -339,10 +339,14 @@ def check_quantize(L, rng, torch, failures, big=False):
         torch.cuda.empty_cache()
 
 
-def apply_reference(x64, q, s, group, bias):
-    """float64 reference and float64 |x| @ |W|^T (for the tolerance)."""
+def apply_reference(x64, q, s, group, bias, folded=False):
+    """float64 reference and float64 |x| @ |W|^T (for the tolerance). folded: of the weights the
+    folding kernel multiplies, bf16_rne(q * s) (docs/FORMAT.md, "Rounding of apply"; q * s is exact
+    in float32), else of q * s exactly."""
     n, k = q.shape
     w = (q.astype(np.float64).reshape(n, k // group, group) * s.astype(np.float64)[..., None]).reshape(n, k)
+    if folded:
+        w = bf16_bits_to_f32(f32_to_bf16_rne_bits(w.astype(np.float32))).astype(np.float64)
     ref = x64 @ w.T
     absref = np.abs(x64) @ np.abs(w).T
     if bias is not None:
@@ -418,7 +422,12 @@ def check_apply(L, rng, torch, failures, big=False, only="", skip=""):
             x64 = bf16_bits_to_f32(xb).astype(np.float64)
             use_bias = (ci + mi) % 3 == 0
             bb = f32_to_bf16_rne_bits(rng.standard_normal(n).astype(np.float32)) if use_bias else None
-            ref, absref = apply_reference(x64, q, s, group, None if bb is None else bf16_bits_to_f32(bb).astype(np.float64))
+            b64 = None if bb is None else bf16_bits_to_f32(bb).astype(np.float64)
+            ref, absref = apply_reference(x64, q, s, group, b64)
+            # the folding kernel's variants, and the automatic plan where it folds (hip/dispatch.h,
+            # decide: sm_90, more than 32 tokens, or 9-32 for groups under 128)
+            ref_f, absref_f = apply_reference(x64, q, s, group, b64, folded=True)
+            auto_folds = torch.cuda.get_device_capability() == (9, 0) and (m > 32 or (m > 8 and group < 128))
             xt = torch.from_numpy(xb.view(np.int16)).cuda()
             bt = None if bb is None else torch.from_numpy(bb.view(np.int16)).cuda()
             for vname, v in variants:
@@ -437,7 +446,9 @@ def check_apply(L, rng, torch, failures, big=False, only="", skip=""):
                 except RuntimeError as e:  # a launch or kernel error: recorded, the other variants go on
                     failures.append(f"{tag}: {str(e)[:200]}")
                     continue
-                if compare_apply(out.cpu().numpy().view(np.uint16), ref, absref, tag, failures):
+                fold = vname.startswith("fold") or (vname == "auto" and auto_folds)
+                if compare_apply(out.cpu().numpy().view(np.uint16), *((ref_f, absref_f) if fold else (ref, absref)),
+                                 tag, failures):
                     n_ok += 1
         print(f"ok  apply G={group} n={n} k={k}: all variants, {n_ok} runs so far ({n_skipped} not applicable)")
     # argument errors
