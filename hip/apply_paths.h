@@ -35,9 +35,9 @@ struct ApplyArgs {
 
 /* The plan: the planner's decision (Dispatch, dispatch.h) and the tensor maps it asked for, kWgmma
  * with copy kCopyTmaX (xmap) or kCopyTma (both), kWgmmaFold and kWgmmaWs (both), encoded by the
- * planner. */
+ * planner; omap, the output's, only for a benchmark variant's fold_tstore. */
 struct ApplyPlan : Dispatch {
-    rad_tma_desc_t xmap, wmap;
+    rad_tma_desc_t xmap, wmap, omap;
 };
 
 /* The launchers: each launches the kernel the plan names on a.stream and returns the launch's

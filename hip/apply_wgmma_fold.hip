@@ -126,16 +126,25 @@ __device__ __forceinline__ void fold_pin(float (&acc)[NA])
 
 /* Template parameters: TOKENS, the wgmma's n (16 to 256 with an accumulator shape in ptx_sm90.h);
  * CWG, consumer warpgroups of 64 rows. Registers decide the pairs (nvcc 13.0, sm_90a, -Xptxas -v,
- * no spills): 3 consumers (160 registers each) up to 160 tokens, 2 (232) up to 256. */
-template <int TOKENS, int CWG>
-__global__ void __launch_bounds__(128 * (CWG + 1), 1)
-apply_wgmma_fold_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const uint16_t *__restrict__ scales,
-                        const uint16_t *__restrict__ bias, int64_t n, uint16_t *__restrict__ out, int group_shift,
-                        int64_t token_chunks, int64_t tiles, const RAD_GRID_CONSTANT rad_tma_desc_t xmap,
-                        const RAD_GRID_CONSTANT rad_tma_desc_t wmap)
+ * no spills): 3 consumers (160 registers each) up to 160 tokens, 2 (232) up to 256. TSTORE (the
+ * benchmark build's variants only, 2 consumers, omap the output's tensor map): each warpgroup
+ * writes its 64 rows x TOKENS tokens, converted to bf16, into the slot of the tile's last step
+ * (whose wgmmas are done: every consumer meets at a named barrier first) by stmatrix, in the TMA
+ * engine's 128-byte swizzle, and one thread hands them to a bulk tensor store, which writes only
+ * what lies inside n and m; the slot is released once the store has read it. The warpgroup goes on
+ * to its next tile without waiting for the global writes. Prepared, not yet run (docs/PERF_LOG.md,
+ * ninth round). */
+template <int TOKENS, int CWG, bool TSTORE>
+__device__ __forceinline__ void fold_body(const uint16_t *__restrict__ x, int64_t m, int64_t k,
+                                          const uint16_t *__restrict__ scales, const uint16_t *__restrict__ bias,
+                                          int64_t n, uint16_t *__restrict__ out, int group_shift, int64_t token_chunks,
+                                          int64_t tiles, const rad_tma_desc_t *xmap, const rad_tma_desc_t *wmap,
+                                          const rad_tma_desc_t *omap)
 {
 #if defined(RAD_HAS_WGMMA)
     using Cfg = FoldCfg<TOKENS, CWG>;
+    static_assert(!TSTORE || (CWG == 2 && TOKENS % 16 == 0 && 2 * 128 * TOKENS <= Cfg::stage_bytes),
+                  "the TMA-store epilogue: 2 consumers, token blocks in pairs, both boxes inside one slot");
     constexpr int S = Cfg::stages;
     constexpr int NA = TOKENS / 2;
     constexpr int kRows = Cfg::rows;
@@ -171,9 +180,9 @@ apply_wgmma_fold_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, co
                     uint64_t *bar = fullbar + slot;
                     /* boxes past k or n count their full bytes (the engine writes zeros there) */
                     rad_mbarrier_arrive_expect_tx(bar, Cfg::stage_bytes);
-                    rad_tma_load_2d(st, &wmap, s * kStepWords, rbase, bar);
-                    rad_tma_load_2d(st + Cfg::wbytes, &xmap, s * 128, tok0, bar);
-                    rad_tma_load_2d(st + Cfg::wbytes + TOKENS * 128, &xmap, s * 128 + 64, tok0, bar);
+                    rad_tma_load_2d(st, wmap, s * kStepWords, rbase, bar);
+                    rad_tma_load_2d(st + Cfg::wbytes, xmap, s * 128, tok0, bar);
+                    rad_tma_load_2d(st + Cfg::wbytes + TOKENS * 128, xmap, s * 128 + 64, tok0, bar);
                 }
             }
         }
@@ -264,8 +273,39 @@ apply_wgmma_fold_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, co
         }
         half(nsteps - 1, FoldSet<0>(), FoldSet<0>());
         half(nsteps - 1, FoldSet<1>(), FoldSet<1>());
-        if (lane == 0) rad_mbarrier_arrive(emptybar + (base0 + nsteps - 1) % S);
+        if (!TSTORE && lane == 0) rad_mbarrier_arrive(emptybar + (base0 + nsteps - 1) % S);
         cur = next;
+
+        if constexpr (TSTORE) {
+            /* the last step's slot (both warpgroups' last wgmmas read it: they meet first) holds
+             * each warpgroup's 64 rows x TOKENS tokens as the output's box: token c of the box at
+             * 128 c bytes, its 16-byte chunk of 8 rows q at (q ^ c % 8) x 16 (the 128-byte
+             * swizzle; the slot is 1024-byte aligned). stmatrix .trans: lane 8 i + c of an x4 gives
+             * the address of token c of matrix i = (token block j + i / 2, rows 8 (i % 2)) */
+            const int last_slot = (base0 + nsteps - 1) % S;
+            unsigned char *stage = smem + last_slot * Cfg::stage_bytes + wg * (128 * TOKENS);
+            rad_named_barrier_sync<1, kConsumers>();
+            const unsigned sbase = (unsigned)__cvta_generic_to_shared(stage);
+            const int mi = lane >> 3, c = lane & 7, q = 2 * warp + (mi & 1);
+#pragma unroll
+            for (int j = 0; j < TOKENS / 8; j += 2) {
+                const uint32_t r0 = rad_cvt_rn_bf16x2(acc[4 * j + 1] + bias0, acc[4 * j] + bias0);
+                const uint32_t r1 = rad_cvt_rn_bf16x2(acc[4 * j + 3] + bias1, acc[4 * j + 2] + bias1);
+                const uint32_t r2 = rad_cvt_rn_bf16x2(acc[4 * j + 5] + bias0, acc[4 * j + 4] + bias0);
+                const uint32_t r3 = rad_cvt_rn_bf16x2(acc[4 * j + 7] + bias1, acc[4 * j + 6] + bias1);
+                const int tok = 8 * (j + (mi >> 1)) + c;
+                rad_stmatrix_x4_trans(sbase + (unsigned)(tok * 128 + ((q ^ c) << 4)), r0, r1, r2, r3);
+            }
+            rad_fence_proxy_async_smem(); /* the stores above, visible to the TMA engine */
+            rad_named_barrier_sync_id(2 + wg, 128);
+            if ((tid & 127) == 0) {
+                rad_tma_store_2d(omap, stage, (int)(rbase_of(tile) + 64 * wg), (int)tok0);
+                rad_bulk_commit();
+                rad_bulk_wait_read_all();
+                rad_mbarrier_arrive_count(emptybar + last_slot, 4); /* for the warpgroup's 4 warps */
+            }
+            continue;
+        }
 
         /* acc[4 j + 2 hi + e]: row row0 + 8 hi, token tok0 + 8 j + 2 t + e. A tile inside n and
          * m (all but the last row block and token chunk) stores without a test, each pair of
@@ -292,8 +332,32 @@ apply_wgmma_fold_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, co
             }
         }
     }
+    if (TSTORE && (tid & 127) == 0) rad_bulk_wait_all(); /* the last tile's stores done */
 #endif
 }
+
+template <int TOKENS, int CWG>
+__global__ void __launch_bounds__(128 * (CWG + 1), 1)
+apply_wgmma_fold_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const uint16_t *__restrict__ scales,
+                        const uint16_t *__restrict__ bias, int64_t n, uint16_t *__restrict__ out, int group_shift,
+                        int64_t token_chunks, int64_t tiles, const RAD_GRID_CONSTANT rad_tma_desc_t xmap,
+                        const RAD_GRID_CONSTANT rad_tma_desc_t wmap)
+{
+    fold_body<TOKENS, CWG, false>(x, m, k, scales, bias, n, out, group_shift, token_chunks, tiles, &xmap, &wmap, NULL);
+}
+
+#if defined(RADIANCE_KERNEL_VARIANTS)
+template <int TOKENS>
+__global__ void __launch_bounds__(384, 1)
+apply_wgmma_fold_tstore_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k,
+                               const uint16_t *__restrict__ scales, const uint16_t *__restrict__ bias, int64_t n,
+                               uint16_t *__restrict__ out, int group_shift, int64_t token_chunks, int64_t tiles,
+                               const RAD_GRID_CONSTANT rad_tma_desc_t xmap, const RAD_GRID_CONSTANT rad_tma_desc_t wmap,
+                               const RAD_GRID_CONSTANT rad_tma_desc_t omap)
+{
+    fold_body<TOKENS, 2, true>(x, m, k, scales, bias, n, out, group_shift, token_chunks, tiles, &xmap, &wmap, &omap);
+}
+#endif
 
 template <int TOKENS, int CWG>
 rad_error_t launch_fold(const ApplyArgs &a, const ApplyPlan &p)
@@ -312,6 +376,21 @@ rad_error_t launch_fold(const ApplyArgs &a, const ApplyPlan &p)
     const int64_t blocks = sms < tiles ? sms : tiles;
     int group_shift = 0;
     while ((1 << group_shift) < a.group) group_shift++;
+#if defined(RADIANCE_KERNEL_VARIANTS)
+    if (p.fold_tstore) {
+        if constexpr (CWG == 2) {
+            void (*tstore)(const uint16_t *, int64_t, int64_t, const uint16_t *, const uint16_t *, int64_t, uint16_t *,
+                           int, int64_t, int64_t, const rad_tma_desc_t, const rad_tma_desc_t, const rad_tma_desc_t) =
+                apply_wgmma_fold_tstore_kernel<TOKENS>;
+            err = rad_func_set_max_dynamic_smem(tstore, Cfg::smem);
+            if (err != RAD_SUCCESS) return err;
+            tstore<<<(unsigned)blocks, Cfg::threads, Cfg::smem, a.stream>>>(
+                a.x, a.m, a.k, a.scales, a.bias, a.n, a.out, group_shift, chunks, tiles, p.xmap, p.wmap, p.omap);
+            return rad_get_last_error();
+        }
+        return (rad_error_t)RADIANCE_GPU_EINVAL;
+    }
+#endif
     kernel<<<(unsigned)blocks, Cfg::threads, Cfg::smem, a.stream>>>(a.x, a.m, a.k, a.scales, a.bias, a.n, a.out,
                                                                     group_shift, chunks, tiles, p.xmap, p.wmap);
     return rad_get_last_error();

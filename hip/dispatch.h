@@ -134,8 +134,10 @@ struct Dispatch {
      * A-fragment sets (2: the next step's built while the current one's wgmmas run), 64-256 tokens
      * (in `tokens`) in steps of 32, both tensor maps (the weights' boxes 64 consumer_wgs rows);
      * `blocks` > 0: persistent, one block per SM looping over tiles. kWgmmaFold: `tokens` and
-     * consumer_wgs name its tile (always persistent, both tensor maps) */
+     * consumer_wgs name its tile (always persistent, both tensor maps); fold_tstore (the benchmark
+     * build's variants only, never decided): the TMA-store epilogue, with the output's tensor map */
     int consumer_wgs, a_sets;
+    bool fold_tstore;
     /* kStreamSharedX: steps per ring slot, warps per block, blocks (at most one per SM), dynamic
      * shared memory bytes (the rings and the activations), all from plan_stream_shared_x; smem
      * also kVector's */

@@ -83,6 +83,38 @@ __device__ __forceinline__ void rad_tma_load_2d(void *smem, const rad_tma_desc_t
                  "l"(desc), "r"(col), "r"(row), "r"(b)
                  : "memory");
 }
+/* The way out through the TMA engine (the benchmark build's fold variants with a TMA-store
+ * epilogue, apply_wgmma_fold.hip): four 8x8 bf16 matrices of an mma accumulator fragment stored
+ * transposed (memory row i of matrix q, at the address lane 8 q + i gives, receives the
+ * fragment's column i); a bulk tensor store of the box at (col, row) of a 2D tensor map from
+ * shared memory, its commit, and the waits until the stores committed so far have read their
+ * shared memory (read) or are done; an mbarrier arrival counting `count` arrivals; a named barrier
+ * whose id is known only at run time. */
+__device__ __forceinline__ void rad_stmatrix_x4_trans(unsigned addr, uint32_t r0, uint32_t r1, uint32_t r2, uint32_t r3)
+{
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(r0), "r"(r1),
+                 "r"(r2), "r"(r3)
+                 : "memory");
+}
+__device__ __forceinline__ void rad_tma_store_2d(const rad_tma_desc_t *desc, const void *smem, int col, int row)
+{
+    const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];" ::"l"(desc), "r"(s),
+                 "r"(col), "r"(row)
+                 : "memory");
+}
+__device__ __forceinline__ void rad_bulk_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
+__device__ __forceinline__ void rad_bulk_wait_read_all() { asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory"); }
+__device__ __forceinline__ void rad_bulk_wait_all() { asm volatile("cp.async.bulk.wait_group 0;" ::: "memory"); }
+__device__ __forceinline__ void rad_mbarrier_arrive_count(uint64_t *bar, unsigned count)
+{
+    const unsigned a = (unsigned)__cvta_generic_to_shared(bar);
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0], %1;" ::"r"(a), "r"(count) : "memory");
+}
+__device__ __forceinline__ void rad_named_barrier_sync_id(int id, int threads)
+{
+    asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
 /* d (+)= A(64 x 16 bf16, registers) * B(16 x n bf16, shared memory, K-major) for n = 8, 16, 32,
  * 48, 64, 96, 128, 160, 192, 224, 256 tokens, picked by the size of the accumulator array (n / 2 floats per thread); accumulate = 0
  * starts from zero. */

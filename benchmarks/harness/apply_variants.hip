@@ -108,6 +108,11 @@ int variant_plan(const ApplyArgs &a, const Variant &v, ApplyPlan *p)
     case kVarFold:
         ok = wgmma_built() && plan_wgmma_fold(call_of(a), f, FoldTile{v.p0, v.p1}, 0, p);
         if (ok) *p = plan_of(*p, f);
+        /* p2 = 1: the TMA-store epilogue, where the output's rows are 16-byte aligned (n % 8 == 0) */
+        if (ok && v.p2 == 1) {
+            p->fold_tstore = true;
+            ok = rad_tma_encode_2d(&p->omap, a.out, 2, (uint64_t)a.m, (uint64_t)a.n, (uint32_t)v.p0, 64, 1) == 0;
+        }
         break;
     default: return RADIANCE_GPU_EINVAL;
     }

@@ -69,9 +69,9 @@ TIME_VARIANTS = {
     96: "auto,ws2d96p,ws2d96n,fold3x96",
     128: "auto,wgpipers128,ws3s128p,ws3s128n,ws2d128p,fold3x128",
     160: "auto,ws2s160p,ws2s160n,ws3s160p,ws3s160n,fold3x160",
-    192: "auto,ws2s192p,ws2s192n,fold2x192",
-    224: "auto,ws2s224p,ws2s224n,fold2x224",
-    256: "auto,wgpipers128,ws2s256p,ws2s256n,ws2d256n,fold2x256,fold3x128",
+    192: "auto,ws2s192p,ws2s192n,fold2x192,fold2x192t",
+    224: "auto,ws2s224p,ws2s224n,fold2x224,fold2x224t",
+    256: "auto,wgpipers128,ws2s256p,ws2s256n,ws2d256n,fold2x256,fold2x256t,fold3x128",
 }
 
 
