@@ -17,6 +17,11 @@
 #       (about 8 minutes: the benchmark build, every variant checked against float64 with poisoned
 #       outputs at awkward sizes, the library's shared-activation tests and their memcheck, then
 #       auto against the candidates at 1-256 tokens on 248320 x 5120; the tables come last)
+#   OUT=/tmp/out A_TAR=.carry/main.tar [B_VARIANTS=fold2x256t,...] [HEADS=...] [MS=...] \
+#       bash benchmarks/harness/device_run.sh ab
+#       (a kernel change against the tree before, A_TAR = `git archive main -o .carry/main.tar`: both
+#       harness builds, B_VARIANTS checked against float64, then benchmarks/harness/ab_time.py twice:
+#       both automatic plans and B_VARIANTS in one timing loop)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-out}
@@ -34,6 +39,31 @@ if [ "$what" = variants ]; then
     timeout 240 python3 benchmarks/harness/gpu_kernels.py time --quick --ms 1,4,8,12,16 >"$OUT/time.log" 2>&1
     echo "time rc=$?"
     grep -E "roofline|ours" "$OUT/time.log"
+    exit 0
+fi
+
+if [ "$what" = ab ]; then
+    start=$SECONDS
+    rm -rf /tmp/A && mkdir -p /tmp/A && tar -xf "${A_TAR:?A_TAR=a tar of the tree before}" -C /tmp/A || exit 1
+    python3 /tmp/A/benchmarks/harness/gpu_kernels.py build --lib /tmp/A/lib.so --log "$OUT/nvcc_A.log" >/dev/null &
+    python3 benchmarks/harness/gpu_kernels.py build --lib "$PWD/build/B/lib.so" --log "$OUT/nvcc_B.log" >/dev/null ||
+        { tail -30 "$OUT/nvcc_B.log"; exit 1; }
+    wait
+    [ -f /tmp/A/lib.so ] || { echo "the build of A failed"; tail -30 "$OUT/nvcc_A.log"; exit 1; }
+    echo "builds $((SECONDS - start)) s"
+    if [ -n "${B_VARIANTS:-}" ]; then
+        timeout 150 python3 benchmarks/harness/gpu_kernels.py check --lib build/B/lib.so --variants "auto,$B_VARIANTS" \
+            >"$OUT/check.log" 2>&1
+        echo "check of B rc=$? ($((SECONDS - start)) s) :: $(grep -E 'ALL CHECKS|FAILED' "$OUT/check.log")"
+        grep -A 8 FAILED "$OUT/check.log" | head -10
+    fi
+    for r in 1 2; do
+        timeout 200 python3 benchmarks/harness/ab_time.py --a /tmp/A/lib.so --b build/B/lib.so ${HEADS:+--heads "$HEADS"} \
+            ${MS:+--m "$MS"} ${B_VARIANTS:+--b-variants "$B_VARIANTS"} >"$OUT/ab$r.log" 2>&1
+        echo "ab_time run $r rc=$? ($((SECONDS - start)) s)"
+    done
+    cat "$OUT/ab1.log"
+    echo "== run 2, B / A"; grep -E "^##|^ +[0-9]+ " "$OUT/ab2.log" | awk '/^##/{print; next}{print $1, $NF}'
     exit 0
 fi
 
