@@ -383,6 +383,10 @@ def check_apply(L, rng, torch, failures, big=False, only="", skip=""):
     cases.append((64, 45, 192))
     cases.append((32, 123, 32))
     cases.append((64, 130, 64 * 7))
+    # n % 8 == 0: the output's rows 16-byte aligned, which the TMA-store variants (fold2x..t) need
+    cases.append((128, 2000, 1280))
+    cases.append((64, 3000, 576))
+    cases.append((128, 40000, 256))  # and more tiles than SMs: several per persistent block
     # the vector kernels only: more rows than their grid covers at once (each block loops over row
     # blocks, the activations staged once per block), n not a multiple of a block's rows
     vector_only = {(128, 40009, 256), (32, 20011, 576)}
