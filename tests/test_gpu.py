@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import radiance
-from reference import apply_reference
+from reference import apply_reference, folds_on_hopper
 
 torch = pytest.importorskip("torch")
 from torch_helpers import fresh_rng, to_numpy, to_torch  # noqa: E402  (needs torch)
@@ -59,7 +59,7 @@ def folds(m, group_size, flags=0):
     32 tokens, or 9-32 where the group is under 128."""
     if torch.cuda.get_device_capability() != (9, 0) or flags & (NO_MMA | NO_WGMMA | REFUSE_XMAP | REFUSE_WMAP):
         return False
-    return m > 32 or (m > 8 and group_size < 128)
+    return folds_on_hopper(m, group_size)
 
 
 def assert_within_bf16_of_float64(got, x, packed, scales, group_size, bias, seed, floor=1e-6, folded=False):

@@ -371,7 +371,10 @@ def compare_apply(out_bits, ref, absref, tag, failures):
 
 
 def check_apply(L, rng, torch, failures, big=False, only="", skip=""):
+    sys.path.insert(0, os.path.join(ROOT, "tests"))
+    from reference import folds_on_hopper
     stream = torch.cuda.current_stream().cuda_stream
+    hopper = torch.cuda.get_device_capability() == (9, 0)
     ms = (1, 2, 3, 5, 8, 16, 17, 33, 64, 100, 256, 300)
     cases = []
     for group in (32, 64, 128, 256):
@@ -427,11 +430,14 @@ def check_apply(L, rng, torch, failures, big=False, only="", skip=""):
             use_bias = (ci + mi) % 3 == 0
             bb = f32_to_bf16_rne_bits(rng.standard_normal(n).astype(np.float32)) if use_bias else None
             b64 = None if bb is None else bf16_bits_to_f32(bb).astype(np.float64)
-            ref, absref = apply_reference(x64, q, s, group, b64)
-            # the folding kernel's variants, and the automatic plan where it folds (hip/dispatch.h,
-            # decide: sm_90, more than 32 tokens, or 9-32 for groups under 128)
-            ref_f, absref_f = apply_reference(x64, q, s, group, b64, folded=True)
-            auto_folds = torch.cuda.get_device_capability() == (9, 0) and (m > 32 or (m > 8 and group < 128))
+            refs = {}  # folded: (reference, |reference|), each computed once and only where used
+
+            def reference(folded):
+                if folded not in refs:
+                    refs[folded] = apply_reference(x64, q, s, group, b64, folded=folded)
+                return refs[folded]
+            # the folding kernel's variants, and the automatic plan where it folds
+            auto_folds = hopper and folds_on_hopper(m, group)
             xt = torch.from_numpy(xb.view(np.int16)).cuda()
             bt = None if bb is None else torch.from_numpy(bb.view(np.int16)).cuda()
             for vname, v in variants:
@@ -451,8 +457,7 @@ def check_apply(L, rng, torch, failures, big=False, only="", skip=""):
                     failures.append(f"{tag}: {str(e)[:200]}")
                     continue
                 fold = vname.startswith("fold") or (vname == "auto" and auto_folds)
-                if compare_apply(out.cpu().numpy().view(np.uint16), *((ref_f, absref_f) if fold else (ref, absref)),
-                                 tag, failures):
+                if compare_apply(out.cpu().numpy().view(np.uint16), *reference(fold), tag, failures):
                     n_ok += 1
         print(f"ok  apply G={group} n={n} k={k}: all variants, {n_ok} runs so far ({n_skipped} not applicable)")
     # argument errors
