@@ -96,14 +96,20 @@ class Rotating:
         return self.call(x, out, *self.sets[self.i])
 
 
-def radiance_fn(n, k, group, l2):
+def int4_head_sets(n, k, group, l2):
+    """Random packed words and bf16 scales of an n x k int4 head, as many copies as keep a
+    rotation out of L2."""
     def make():
         packed = torch.randint(-(2**31), 2**31 - 1, (n, k // 8), dtype=torch.int32, device=DEV)
         scales = (torch.rand(n, k // group, device=DEV) * 0.01 + 1e-3).to(torch.bfloat16)
         return packed, scales
 
-    sets = [make() for _ in range(copies_for(n * k // 2 + n * (k // group) * 2, l2))]
-    return Rotating(sets, lambda x, out, p, s: radiance.apply(x, p, s, group_size=group, out=out))
+    return [make() for _ in range(copies_for(n * k // 2 + n * (k // group) * 2, l2))]
+
+
+def radiance_fn(n, k, group, l2):
+    return Rotating(int4_head_sets(n, k, group, l2),
+                    lambda x, out, p, s: radiance.apply(x, p, s, group_size=group, out=out))
 
 
 def bf16_fn(n, k, l2):

@@ -26,7 +26,7 @@ import torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.dirname(HERE))
-from gpu import DEV, Rotating, bf16_fn, copies_for, rounds  # noqa: E402
+from gpu import DEV, Rotating, bf16_fn, int4_head_sets, rounds  # noqa: E402
 from gpu_kernels import VARIANTS, Lib, NotApplicable  # noqa: E402
 
 HEADS = "248320x5120,128256x4096,151936x1024,262144x640,49152x576"
@@ -62,14 +62,7 @@ def main():
     for head in args.heads.split(","):
         n, k = (int(v) for v in head.split("x"))
         group = 128 if k % 128 == 0 else 64
-        head_bytes = n * k // 2 + n * (k // group) * 2
-
-        def make():
-            packed = torch.randint(-(2**31), 2**31 - 1, (n, k // 8), dtype=torch.int32, device=DEV)
-            scales = (torch.rand(n, k // group, device=DEV) * 0.01 + 1e-3).to(torch.bfloat16)
-            return packed, scales
-
-        sets = [make() for _ in range(copies_for(head_bytes, l2))]
+        sets = int4_head_sets(n, k, group, l2)
         fns = {"A": int4_fn(lib_a, 0, sets, group), "B": int4_fn(lib_b, 0, sets, group)}
         fns.update({f"B:{v}": int4_fn(lib_b, VARIANTS[v], sets, group) for v in extra})
         fns["bf16"] = bf16_fn(n, k, l2)
