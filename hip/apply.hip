@@ -32,6 +32,7 @@ LiveFacts::LiveFacts(const ApplyArgs &a) : a_(a)
 {
     memset(&xmap, 0, sizeof xmap);
     memset(&wmap, 0, sizeof wmap);
+    memset(&omap, 0, sizeof omap);
 }
 
 int LiveFacts::sm() { return per_device_cached<rad_device_sm>(); }
@@ -67,6 +68,19 @@ bool LiveFacts::tile_maps(int tokens, int rows)
     return true;
 }
 
+/* the output in boxes of 64 rows x tokens in the 128-byte swizzle (the TMA-store epilogue of the
+ * folding kernel). The driver refuses an output not 16-byte aligned or with n % 8 != 0 (a row
+ * pitch not a multiple of 16 bytes): refused here without asking it, as a refused call shows as an
+ * API error under compute-sanitizer */
+bool LiveFacts::out_map(int tokens)
+{
+    if (((uintptr_t)a_.out & 15u) == 0 && a_.n % 8 == 0 &&
+        rad_tma_encode_2d(&omap, a_.out, 2, (uint64_t)a_.m, (uint64_t)a_.n, (uint32_t)tokens, 64, 1) == 0)
+        return true;
+    memset(&omap, 0, sizeof omap);
+    return false;
+}
+
 bool LiveFacts::pipe_x_map(int tokens)
 {
     if (rad_tma_encode_2d(&xmap, a_.x, 2, (uint64_t)a_.m, (uint64_t)a_.k, (uint32_t)tokens, 64, 1) == 0) return true;
@@ -89,6 +103,7 @@ ApplyPlan plan_of(const Dispatch &d, const LiveFacts &f)
     static_cast<Dispatch &>(p) = d;
     p.xmap = f.xmap;
     p.wmap = f.wmap;
+    p.omap = f.omap;
     return p;
 }
 

@@ -34,8 +34,8 @@ struct ApplyArgs {
 };
 
 /* The plan: the planner's decision (Dispatch, dispatch.h) and the tensor maps it asked for, kWgmma
- * with copy kCopyTmaX (xmap) or kCopyTma (both), kWgmmaFold and kWgmmaWs (both), encoded by the
- * planner; omap, the output's, only for a benchmark variant's fold_tstore. */
+ * with copy kCopyTmaX (xmap) or kCopyTma (both), kWgmmaFold and kWgmmaWs (both) and with
+ * fold_tstore the output's (omap), encoded by the planner. */
 struct ApplyPlan : Dispatch {
     rad_tma_desc_t xmap, wmap, omap;
 };

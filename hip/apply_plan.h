@@ -25,7 +25,7 @@ int test_refuse_flags(void);
 
 /* The Facts of dispatch.h for a call `a` on the current device: each answer looked up when the
  * decision asks (the per-device ones once per device), the tensor maps encoded for `a` into xmap
- * and wmap (zeros where refused). */
+ * and wmap, the output's into omap (zeros where refused). */
 class LiveFacts {
 public:
     explicit LiveFacts(const ApplyArgs &a);
@@ -40,9 +40,10 @@ public:
     bool cluster_launch();
     int64_t split_k_clusters();
     bool tile_maps(int tokens, int rows);
+    bool out_map(int tokens);
     bool pipe_x_map(int tokens);
     bool pipe_w_map();
-    rad_tma_desc_t xmap, wmap;
+    rad_tma_desc_t xmap, wmap, omap;
 
 private:
     const ApplyArgs &a_;

@@ -31,7 +31,9 @@
  * tile), so it is kept short (docs/PERF_LOG.md, 2026-12-02 third session: about 12000 cycles per
  * tile before, measured with Nsight Compute): the next tile's first scales are requested during
  * the last step, the bias of a thread's two rows is read once per tile, and a tile inside n and m
- * is written with one cvt per token pair and no test per element.
+ * is written with one cvt per token pair and no test per element. Where fold_tile says so, a tile
+ * is written through shared memory by the TMA engine instead (TSTORE below), so that the
+ * warpgroups go on to the next tile while the copy engine writes this one.
  */
 #include "apply_common.h"
 #include "apply_paths.h"
@@ -59,7 +61,9 @@ struct FoldCfg {
      * 2 x 128 x 232 + 128 x 40 = 64512; 3: 3 x 128 x 160 + 128 x 24 = 64512 */
     static constexpr int consumer_regs = CWG == 2 ? 232 : 160;
     static constexpr int producer_regs = CWG == 2 ? 40 : 24;
-
+    /* the TMA-store epilogue needs every warpgroup's box (64 rows x TOKENS bf16) inside one ring
+     * slot, and token blocks in pairs (one stmatrix .x4 holds 16 tokens of 16 rows) */
+    static constexpr bool tstore_fits = TOKENS % 16 == 0 && CWG * 128 * TOKENS <= stage_bytes;
 };
 
 #if defined(RAD_HAS_WGMMA)
@@ -126,14 +130,13 @@ __device__ __forceinline__ void fold_pin(float (&acc)[NA])
 
 /* Template parameters: TOKENS, the wgmma's n (16 to 256 with an accumulator shape in ptx_sm90.h);
  * CWG, consumer warpgroups of 64 rows. Registers decide the pairs (nvcc 13.0, sm_90a, -Xptxas -v,
- * no spills): 3 consumers (160 registers each) up to 160 tokens, 2 (232) up to 256. TSTORE (the
- * benchmark build's variants only, 2 consumers, omap the output's tensor map): each warpgroup
- * writes its 64 rows x TOKENS tokens, converted to bf16, into the slot of the tile's last step
- * (whose wgmmas are done: every consumer meets at a named barrier first) by stmatrix, in the TMA
- * engine's 128-byte swizzle, and one thread hands them to a bulk tensor store, which writes only
- * what lies inside n and m; the slot is released once the store has read it. The warpgroup goes on
- * to its next tile without waiting for the global writes. Prepared, not yet run (docs/PERF_LOG.md,
- * ninth round). */
+ * no spills): 3 consumers (160 registers each) up to 160 tokens, 2 (232) up to 256. TSTORE (omap
+ * the output's tensor map; FoldCfg::tstore_fits): after a tile's last wgmmas every consumer meets
+ * at a named barrier, then each warpgroup writes its 64 rows x TOKENS tokens, converted to bf16,
+ * into the slot of the tile's last step by stmatrix, in the TMA engine's 128-byte swizzle, and one
+ * of its threads hands them to a bulk tensor store, which writes only what lies inside n and m;
+ * the slot is released once the store has read it. The warpgroup goes on to its next tile without
+ * waiting for the global writes. Which tiles take it: fold_tile (dispatch.h), where it pays. */
 template <int TOKENS, int CWG, bool TSTORE>
 __device__ __forceinline__ void fold_body(const uint16_t *__restrict__ x, int64_t m, int64_t k,
                                           const uint16_t *__restrict__ scales, const uint16_t *__restrict__ bias,
@@ -143,8 +146,7 @@ __device__ __forceinline__ void fold_body(const uint16_t *__restrict__ x, int64_
 {
 #if defined(RAD_HAS_WGMMA)
     using Cfg = FoldCfg<TOKENS, CWG>;
-    static_assert(!TSTORE || (CWG == 2 && TOKENS % 16 == 0 && 2 * 128 * TOKENS <= Cfg::stage_bytes),
-                  "the TMA-store epilogue: 2 consumers, token blocks in pairs, both boxes inside one slot");
+    static_assert(!TSTORE || Cfg::tstore_fits, "the TMA-store epilogue: every box inside one slot, token blocks in pairs");
     constexpr int S = Cfg::stages;
     constexpr int NA = TOKENS / 2;
     constexpr int kRows = Cfg::rows;
@@ -336,28 +338,40 @@ __device__ __forceinline__ void fold_body(const uint16_t *__restrict__ x, int64_
 #endif
 }
 
-template <int TOKENS, int CWG>
+template <int TOKENS, int CWG, bool TSTORE>
 __global__ void __launch_bounds__(128 * (CWG + 1), 1)
 apply_wgmma_fold_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const uint16_t *__restrict__ scales,
                         const uint16_t *__restrict__ bias, int64_t n, uint16_t *__restrict__ out, int group_shift,
                         int64_t token_chunks, int64_t tiles, const RAD_GRID_CONSTANT rad_tma_desc_t xmap,
-                        const RAD_GRID_CONSTANT rad_tma_desc_t wmap)
+                        const RAD_GRID_CONSTANT rad_tma_desc_t wmap, const RAD_GRID_CONSTANT rad_tma_desc_t omap)
 {
-    fold_body<TOKENS, CWG, false>(x, m, k, scales, bias, n, out, group_shift, token_chunks, tiles, &xmap, &wmap, NULL);
+    fold_body<TOKENS, CWG, TSTORE>(x, m, k, scales, bias, n, out, group_shift, token_chunks, tiles, &xmap, &wmap,
+                                   &omap);
 }
 
-#if defined(RADIANCE_KERNEL_VARIANTS)
-template <int TOKENS>
-__global__ void __launch_bounds__(384, 1)
-apply_wgmma_fold_tstore_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k,
-                               const uint16_t *__restrict__ scales, const uint16_t *__restrict__ bias, int64_t n,
-                               uint16_t *__restrict__ out, int group_shift, int64_t token_chunks, int64_t tiles,
-                               const RAD_GRID_CONSTANT rad_tma_desc_t xmap, const RAD_GRID_CONSTANT rad_tma_desc_t wmap,
-                               const RAD_GRID_CONSTANT rad_tma_desc_t omap)
+/* Which kernels of a tile this build holds: with the TMA store where fold_tile (dispatch.h) may take
+ * it; with the stores from the registers but for 128 and 160 tokens with 2 consumer warpgroups,
+ * which fold_tile takes only written by TMA. The benchmark build holds both wherever they fit, for
+ * its variants. */
+template <int TOKENS, int CWG>
+constexpr bool fold_tstore_built()
 {
-    fold_body<TOKENS, 2, true>(x, m, k, scales, bias, n, out, group_shift, token_chunks, tiles, &xmap, &wmap, &omap);
-}
+#if defined(RADIANCE_KERNEL_VARIANTS)
+    return FoldCfg<TOKENS, CWG>::tstore_fits;
+#else
+    return FoldCfg<TOKENS, CWG>::tstore_fits && fold_tstore_taken(TOKENS, CWG, 32); /* the smallest k */
 #endif
+}
+
+template <int TOKENS, int CWG>
+constexpr bool fold_plain_built()
+{
+#if defined(RADIANCE_KERNEL_VARIANTS)
+    return true;
+#else
+    return CWG == 3 || TOKENS > 160;
+#endif
+}
 
 template <int TOKENS, int CWG>
 rad_error_t launch_fold(const ApplyArgs &a, const ApplyPlan &p)
@@ -367,8 +381,15 @@ rad_error_t launch_fold(const ApplyArgs &a, const ApplyPlan &p)
     const int64_t chunks = (a.m + TOKENS - 1) / TOKENS;
     const int64_t tiles = row_blocks * chunks;
     if (tiles > 0x7fffffffLL || a.n > 0x7fffffffLL || a.m > 0x7fffffffLL) return (rad_error_t)RADIANCE_GPU_EINVAL;
-    void (*kernel)(const uint16_t *, int64_t, int64_t, const uint16_t *, const uint16_t *, int64_t, uint16_t *, int,
-                   int64_t, int64_t, const rad_tma_desc_t, const rad_tma_desc_t) = apply_wgmma_fold_kernel<TOKENS, CWG>;
+    using Kernel = void (*)(const uint16_t *, int64_t, int64_t, const uint16_t *, const uint16_t *, int64_t,
+                            uint16_t *, int, int64_t, int64_t, const rad_tma_desc_t, const rad_tma_desc_t,
+                            const rad_tma_desc_t);
+    Kernel kernel = NULL;
+    if constexpr (fold_tstore_built<TOKENS, CWG>())
+        if (p.fold_tstore) kernel = apply_wgmma_fold_kernel<TOKENS, CWG, true>;
+    if constexpr (fold_plain_built<TOKENS, CWG>())
+        if (!p.fold_tstore) kernel = apply_wgmma_fold_kernel<TOKENS, CWG, false>;
+    if (kernel == NULL) return (rad_error_t)RADIANCE_GPU_EINVAL;
     rad_error_t err = rad_func_set_max_dynamic_smem(kernel, Cfg::smem);
     if (err != RAD_SUCCESS) return err;
     /* persistent: one block per SM (the shared memory allows no more), each looping over tiles */
@@ -376,23 +397,8 @@ rad_error_t launch_fold(const ApplyArgs &a, const ApplyPlan &p)
     const int64_t blocks = sms < tiles ? sms : tiles;
     int group_shift = 0;
     while ((1 << group_shift) < a.group) group_shift++;
-#if defined(RADIANCE_KERNEL_VARIANTS)
-    if (p.fold_tstore) {
-        if constexpr (CWG == 2) {
-            void (*tstore)(const uint16_t *, int64_t, int64_t, const uint16_t *, const uint16_t *, int64_t, uint16_t *,
-                           int, int64_t, int64_t, const rad_tma_desc_t, const rad_tma_desc_t, const rad_tma_desc_t) =
-                apply_wgmma_fold_tstore_kernel<TOKENS>;
-            err = rad_func_set_max_dynamic_smem(tstore, Cfg::smem);
-            if (err != RAD_SUCCESS) return err;
-            tstore<<<(unsigned)blocks, Cfg::threads, Cfg::smem, a.stream>>>(
-                a.x, a.m, a.k, a.scales, a.bias, a.n, a.out, group_shift, chunks, tiles, p.xmap, p.wmap, p.omap);
-            return rad_get_last_error();
-        }
-        return (rad_error_t)RADIANCE_GPU_EINVAL;
-    }
-#endif
     kernel<<<(unsigned)blocks, Cfg::threads, Cfg::smem, a.stream>>>(a.x, a.m, a.k, a.scales, a.bias, a.n, a.out,
-                                                                    group_shift, chunks, tiles, p.xmap, p.wmap);
+                                                                    group_shift, chunks, tiles, p.xmap, p.wmap, p.omap);
     return rad_get_last_error();
 }
 
@@ -407,6 +413,8 @@ rad_error_t launch_fold(const ApplyArgs &a, const ApplyPlan &p)
     X(96, 3)              \
     X(128, 3)             \
     X(160, 3)             \
+    X(128, 2)             \
+    X(160, 2)             \
     X(192, 2)             \
     X(224, 2)             \
     X(256, 2)

@@ -22,6 +22,9 @@
  *   bool tile_maps(tokens, rows)     the two tensor maps of the folding (and warp-specialized)
  *                                    kernel were granted: the activations in boxes of tokens x 64
  *                                    columns, the weights in boxes of rows x one step
+ *   bool out_map(tokens)             the output's tensor map (boxes of tokens x 64 rows) was
+ *                                    granted: the driver asks for a 16-byte aligned output whose
+ *                                    rows are a multiple of 16 bytes (n % 8 == 0)
  *   bool pipe_x_map(tokens)          the pipe kernel's activation map was granted
  *   bool pipe_w_map()                its weight map was granted (asked only after the first)
  *
@@ -134,8 +137,8 @@ struct Dispatch {
      * A-fragment sets (2: the next step's built while the current one's wgmmas run), 64-256 tokens
      * (in `tokens`) in steps of 32, both tensor maps (the weights' boxes 64 consumer_wgs rows);
      * `blocks` > 0: persistent, one block per SM looping over tiles. kWgmmaFold: `tokens` and
-     * consumer_wgs name its tile (always persistent, both tensor maps); fold_tstore (the benchmark
-     * build's variants only, never decided): the TMA-store epilogue, with the output's tensor map */
+     * consumer_wgs name its tile (always persistent, both tensor maps); fold_tstore: the tile
+     * written out through the TMA engine (the output's tensor map too; plan_wgmma_fold) */
     int consumer_wgs, a_sets;
     bool fold_tstore;
     /* kStreamSharedX: steps per ring slot, warps per block, blocks (at most one per SM), dynamic
@@ -290,40 +293,74 @@ bool plan_wgmma_ws(Facts &f, WsTile w, int refuse, Dispatch *p)
 }
 
 /* A tile of the folding wgmma kernel (apply_wgmma_fold.hip): tokens (16, 32, 48, then 64 to 256
- * in steps of 32) and consumer warpgroups of 64 rows (3 up to 160 tokens, 2 from 192: the pairs
- * RAD_FOLD_TILES instantiates). */
+ * in steps of 32), consumer warpgroups of 64 rows (the pairs RAD_FOLD_TILES instantiates), and
+ * whether the tile is written out through the TMA engine (its TMA-store epilogue: a warpgroup hands
+ * its finished tile to the copy engine and starts the next one, instead of 2-byte stores from its
+ * registers; the output's tensor map needed). */
 struct FoldTile {
     int tokens, consumer_wgs;
+    bool tstore;
 };
 
-/* The library's fold tile for m tokens: the tokens split into equal chunks of at most 256 (the
- * largest wgmma n), each rounded up to 16 up to 32 tokens, to 48 up to 48 and to 32 beyond, so
- * that no token count wastes more than 31 tokens per chunk (384 tokens as two chunks of 192: 1441
- * us against the warp-specialized kernel's 1991 with two of 256, 248320 x 5120, H200,
+/* Hidden sizes up to these many columns give a tile few 128-column steps, so that what happens
+ * between two tiles weighs: up to 16 steps, 97-160 tokens per chunk take 2 consumer warpgroups,
+ * whose boxes fit in a ring slot (3 warpgroups' do not), written by TMA; up to 8, every tile from
+ * 32 tokens is written by TMA. */
+constexpr int64_t kFoldTwoWgMaxK = 2048;
+constexpr int64_t kFoldTstoreMaxK = 1024;
+
+/* The library's fold tile for m tokens and k columns: the tokens split into equal chunks of at
+ * most 256 (the largest wgmma n), each rounded up to 16 up to 32 tokens, to 48 up to 48 and to 32
+ * beyond, so that no token count wastes more than 31 tokens per chunk (384 tokens as two chunks of
+ * 192: 1441 us against the warp-specialized kernel's 1991 with two of 256, 248320 x 5120, H200,
  * docs/PERF_LOG.md eighth round, run 43; 48 tokens: 310.5 against 341.3 us as a chunk of 64 in
- * one timing loop, ninth round);
+ * one timing loop, ninth round).
  * 3 consumer warpgroups (192 rows: less activation traffic per row) where their accumulators fit
- * without spilling, up to 160 tokens, else 2 (nvcc 13.0, sm_90a, run 43). */
-inline FoldTile fold_tile(int64_t m)
+ * without spilling, up to 160 tokens, else 2 (nvcc 13.0, sm_90a, run 43).
+ * Written by TMA (H200, docs/PERF_LOG.md tenth round, runs 49-51, each in one timing loop against
+ * the stores from the registers):
+ * - every 2-warpgroup tile: 262144 x 640 at 2048 tokens 1137 against 1390 us, 49152 x 576 g64 at
+ *   256 31.4 against 42.5, 248320 x 5120 at 2048 7889 against 8177;
+ * - 128 and 160 tokens with 2 warpgroups where k <= kFoldTwoWgMaxK: 128256 x 2048 at 160 135.7
+ *   against 155.2 us, 151936 x 1024 86.5 against 96.7; not at k = 5120, where the consumers'
+ *   meeting before the store and the slot held until it is read cost more than the stores save
+ *   (248320 x 5120 at 128: 565 against 517 us);
+ * - 32-96 tokens where k <= kFoldTstoreMaxK: 49152 x 576 at 96 19.0 against 22.8 us, at 24 14.3
+ *   against 15.7, 151936 x 1024 at 96 67.1 against 71.1 (at k = 2048 within 2 % either way, at
+ *   k = 5120 96 tokens 481 against 440 us). */
+constexpr bool fold_tstore_taken(int tokens, int consumer_wgs, int64_t k)
+{
+    return consumer_wgs == 2 || (k <= kFoldTstoreMaxK && tokens >= 32);
+}
+
+inline FoldTile fold_tile(int64_t m, int64_t k)
 {
     const int64_t chunks = (m + 255) / 256;
     const int64_t per = (m + chunks - 1) / chunks;
     const int tokens = per <= 16 ? 16 : per <= 32 ? 32 : per <= 48 ? 48 : (int)((per + 31) / 32 * 32);
-    return {tokens, tokens <= 160 ? 3 : 2};
+    const int consumer_wgs = tokens > 160 || (tokens >= 128 && k <= kFoldTwoWgMaxK) ? 2 : 3;
+    return {tokens, consumer_wgs, fold_tstore_taken(tokens, consumer_wgs, k)};
 }
 
+/* The tile where the output's tensor map is refused: the stores from the registers, with the
+ * warpgroups fold_tile gives such a tile */
+inline FoldTile fold_tile_without_tstore(FoldTile w) { return {w.tokens, w.tokens <= 160 ? 3 : 2, false}; }
+
 /* The folding kernel with tile `w`, where k is a multiple of 32 (the weights' map needs a row
- * pitch of 16 bytes) and both its tensor maps are granted; any group size. Else false, p
- * untouched. */
+ * pitch of 16 bytes) and both its tensor maps are granted; any group size. A tile written by TMA
+ * needs the output's map too (n % 8 == 0, a 16-byte aligned output): where it is refused, the tile
+ * of fold_tile_without_tstore. Else false, p untouched. */
 template <class Facts>
 bool plan_wgmma_fold(const Call &c, Facts &f, FoldTile w, int refuse, Dispatch *p)
 {
-    if (c.k % 32 != 0 || (refuse & (RADIANCE_GPU_TEST_REFUSE_XMAP | RADIANCE_GPU_TEST_REFUSE_WMAP)) ||
-        !f.tile_maps(w.tokens, 64 * w.consumer_wgs))
+    if (c.k % 32 != 0 || (refuse & (RADIANCE_GPU_TEST_REFUSE_XMAP | RADIANCE_GPU_TEST_REFUSE_WMAP)))
         return false;
+    if (w.tstore && ((refuse & RADIANCE_GPU_TEST_REFUSE_OMAP) || !f.out_map(w.tokens))) w = fold_tile_without_tstore(w);
+    if (!f.tile_maps(w.tokens, 64 * w.consumer_wgs)) return false;
     p->path = ApplyPath::kWgmmaFold;
     p->tokens = w.tokens;
     p->consumer_wgs = w.consumer_wgs;
+    p->fold_tstore = w.tstore;
     return true;
 }
 
@@ -415,7 +452,7 @@ Dispatch decide(const Call &c, Facts &f, int refuse)
      * addresses, strides and swizzle, the same for both), and k % 32 == 0 always holds (a group is
      * 32-256 columns and divides k). So the older wgmma kernels or mma.sync follow. */
     const bool fold_ok = !(refuse & RADIANCE_GPU_TEST_NO_WGMMA) && f.wgmma_built();
-    if ((c.m > 32 || !big_groups) && fold_ok && plan_wgmma_fold(c, f, fold_tile(c.m), refuse, &p)) return p;
+    if ((c.m > 32 || !big_groups) && fold_ok && plan_wgmma_fold(c, f, fold_tile(c.m, c.k), refuse, &p)) return p;
     const int tokens = c.m <= 16 ? 16 : c.m <= 32 ? 32 : c.m <= 64 ? 64 : 128;
     if (wgmma() && plan_wgmma(f, tokens, refuse, &p)) return p;
     p.path = ApplyPath::kTile;

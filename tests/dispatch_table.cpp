@@ -22,6 +22,7 @@ struct Gpu {
     int64_t smem_optin, sm_count, split_k_clusters;
     bool tile_maps, pipe_x_map, pipe_w_map;  // what the driver grants (refusals: the fallback tables)
     bool mfma = false, mfma_ok = false;    // CDNA's MFMA layout, its self-check passed
+    bool out_map = true;                   // the output's tensor map granted (n % 8 == 0, aligned)
 };
 
 struct FixedFacts {
@@ -37,6 +38,7 @@ struct FixedFacts {
     bool cluster_launch() { return g.cluster_launch; }
     int64_t split_k_clusters() { return g.split_k_clusters; }
     bool tile_maps(int, int) { return g.tile_maps; }
+    bool out_map(int) { return g.out_map; }
     bool pipe_x_map(int) { return g.pipe_x_map; }
     bool pipe_w_map() { return g.pipe_w_map; }
 };
@@ -75,8 +77,8 @@ std::string describe(const Dispatch &d)
                  d.tokens, d.consumer_wgs, d.a_sets, d.blocks > 0 ? "persistent" : "a block per tile");
         break;
     case ApplyPath::kWgmmaFold:
-        snprintf(buf, sizeof buf, "wgmma, scale folded into the weights, %d tokens, %d consumer warpgroups, persistent (apply_wgmma_fold)",
-                 d.tokens, d.consumer_wgs);
+        snprintf(buf, sizeof buf, "wgmma, scale folded into the weights, %d tokens, %d consumer warpgroups, persistent%s (apply_wgmma_fold)",
+                 d.tokens, d.consumer_wgs, d.fold_tstore ? ", written by TMA" : "");
         break;
     case ApplyPath::kWmma:
         snprintf(buf, sizeof buf, "WMMA gfx%d, %d tokens per wave (apply_wmma)", d.wmma_arch, 16 * d.token_tiles);
@@ -184,9 +186,9 @@ int main()
     const Gpu h200_no_maps = {"H200, every tensor map refused", 90, 0, false, true, true, 232448, 132, 66, false,
                               false, false};
 
-    // the heads of docs/PERF_LOG.md: SmolLM2 576, Gemma 3 270M 640, Qwen3 0.6B 1024, Llama 3 8B 4096,
+    // the heads of docs/PERF_LOG.md: SmolLM2 576, Gemma 3 270M 640, Qwen3 0.6B 1024, Llama 3.2 1B 2048, Llama 3 8B 4096,
     // Qwen 14B/32B 5120, Gemma 3 27B 5376, and 8192 (past the split-k kernel's shared memory)
-    const std::vector<int64_t> ks = {576, 640, 1024, 4096, 5120, 5376, 8192};
+    const std::vector<int64_t> ks = {576, 640, 1024, 2048, 4096, 5120, 5376, 8192};
     const std::vector<int> big = {128, 256}, all = {32, 64, 128, 256};
     table(h200, all, ks, 300);
     table(sm90_no_a, big, ks, 300);
@@ -199,5 +201,9 @@ int main()
     table(h200_no_tile, {128}, {5120}, 300);
     table(h200_no_w, {128}, {5120}, 300);
     table(h200_no_maps, {128}, {5120}, 300);
+    Gpu h200_no_out = h200;
+    h200_no_out.name = "H200, the output's tensor map refused (n % 8 != 0, or an output not 16-byte aligned)";
+    h200_no_out.out_map = false;
+    table(h200_no_out, {128}, {5120}, 300);
     return 0;
 }

@@ -157,6 +157,73 @@ def test_apply_gpu_every_fold_tile_matches_float64(m, n, k, group_size):
     check_flags_against_float64(0, m, n, k, group_size)
 
 
+# Tiles written by TMA (hip/dispatch.h, fold_tile: every 2-warpgroup tile, 161-256 tokens per chunk;
+# 97-160 with 2 warpgroups for k <= 2048; every tile from 32 tokens for k <= 1024) only where the
+# output's tensor map is granted: n % 8 == 0 and a 16-byte aligned output, so the heads above (odd
+# n) never take them. Here n % 8 == 0: below one 64-row box (24), a last box cut by n (40008, 3000,
+# 20000), whole boxes (2048); m cut inside the last token box (200 of 224, 161 of 192, 24 of 32, 40
+# of 48, 120 of 128, 150 of 160, 700 as 3 x 256) or whole; several tiles per persistent block (40008
+# and 20000 rows). The engine must write every output inside n and m and nothing past them
+# (poisoned output, and poisoned elements after it), and the same bits as the stores from the
+# registers: with REFUSE_OMAP, and with the output 2 bytes off 16-byte alignment, which the driver
+# refuses (through the C entry: radiance.apply refuses such an output before). Which kernel ran is
+# read from the profiler (CUPTI), except under compute-sanitizer, which holds CUPTI itself: there
+# RADIANCE_TEST_NO_PROFILER=1.
+TMA_STORE_CASES = [
+    (192, 40008, 640, 128), (200, 40008, 640, 128), (256, 2048, 5120, 128), (161, 3000, 5120, 128),
+    (224, 24, 1024, 128), (700, 3000, 1024, 128), (384, 20000, 576, 64), (250, 2048, 1312, 32),
+    (24, 20000, 576, 64), (40, 40008, 640, 128), (64, 20000, 576, 64), (96, 3000, 1024, 128),
+    (120, 20000, 576, 64), (150, 40008, 1024, 256), (300, 40008, 640, 128), (150, 3000, 2048, 128),
+    (100, 2048, 2048, 128),
+]
+
+
+def apply_c_entry(x, packed, scales, bias, group_size, out):
+    """radiance_gpu_apply (csrc/include/radiance/radiance_gpu.h) on torch tensors, no Python checks."""
+    import ctypes
+
+    from radiance import _C
+
+    entry = ctypes.CDLL(_C.__file__).radiance_gpu_apply
+    p, i64 = ctypes.c_void_p, ctypes.c_int64
+    entry.argtypes, entry.restype = [p, i64, i64, p, p, p, i64, ctypes.c_int, p, p], ctypes.c_int
+    (m, k), n = x.shape, packed.shape[0]
+    err = entry(x.data_ptr(), m, k, packed.data_ptr(), scales.data_ptr(), None if bias is None else bias.data_ptr(),
+                n, group_size, out.data_ptr(), torch.cuda.current_stream().cuda_stream)
+    assert err == 0, f"radiance_gpu_apply returned {err}"
+
+
+@pytest.mark.parametrize("m, n, k, group_size", TMA_STORE_CASES)
+def test_apply_gpu_tma_store_matches_float64_and_register_store_bit_for_bit(m, n, k, group_size):
+    rng, seed = fresh_rng()
+    w = weights(rng, n, k, "outliers").astype(BF16)
+    packed, scales = radiance.quantize_rows(w, group_size)
+    x = (rng.standard_normal((m, k)) * 2).astype(BF16)
+    bias = rng.standard_normal(n).astype(BF16) if m % 2 == 0 else None
+    args = (to_torch(x), to_torch(packed), to_torch(scales), None if bias is None else to_torch(bias), group_size)
+    guard = 64  # poisoned elements after the output
+    outs = {}
+    for name, flags, offset in (("tma", 0, 0), ("registers", REFUSE_OMAP, 0), ("unaligned", 0, 1)):
+        buf = torch.full((offset + m * n + guard,), float("nan"), dtype=torch.bfloat16, device=DEV)
+        out = buf[offset : offset + m * n].view(m, n)
+        with planner_refuses(flags), torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+            apply_c_entry(*args, out=out)
+            torch.cuda.synchronize()
+        if os.environ.get("RADIANCE_TEST_NO_PROFILER") != "1":
+            # the kernel that ran: apply_wgmma_fold_kernel<tokens, consumer warpgroups, written by TMA>
+            ran = [e.name for e in prof.events() if "apply_wgmma_fold_kernel<" in e.name]
+            assert len(ran) == 1 and ran[0].split(">")[0].endswith("true" if name == "tma" else "false"), (name, ran)
+        rest = to_numpy(buf[offset + m * n :]).astype(np.float64)
+        assert np.isnan(rest).all(), f"{name}: written past the output (seed {seed})"
+        outs[name] = to_numpy(out)
+    got = outs["tma"].astype(np.float64)
+    assert np.isfinite(got).all(), f"unwritten outputs (seed {seed})"
+    assert_within_bf16_of_float64(got, x, packed, scales, group_size, bias, seed, folded=folds(m, group_size))
+    for name in ("registers", "unaligned"):
+        np.testing.assert_array_equal(outs[name].view(np.uint16), outs["tma"].view(np.uint16),
+                                      err_msg=f"{name} against tma, seed {seed}")
+
+
 @pytest.mark.parametrize("m", [1, 16, 64, 65, 200])
 def test_apply_gpu_hand_made_scales_match_float64(m):
     """Scales quantize_rows never makes (zero, subnormal, a fall of 2^30 within a row, negative):
@@ -344,7 +411,7 @@ def test_quantize_act_gpu_torch_op_and_errors():
 # Fallback paths an H200 takes only when the device or the driver refuses something: the test hook
 # radiance_gpu_test_refuse (csrc/include/radiance/radiance_gpu.h, exported by radiance._C) makes the apply planner
 # act as if it had, so that every kernel of the library runs here against float64.
-NO_MMA, NO_WGMMA, REFUSE_XMAP, REFUSE_WMAP = 1, 2, 4, 8
+NO_MMA, NO_WGMMA, REFUSE_XMAP, REFUSE_WMAP, REFUSE_OMAP = 1, 2, 4, 8, 2048
 
 
 def planner_refuses(flags):

@@ -106,13 +106,10 @@ int variant_plan(const ApplyArgs &a, const Variant &v, ApplyPlan *p)
         if (ok) *p = plan_of(*p, f);
         break;
     case kVarFold:
-        ok = wgmma_built() && plan_wgmma_fold(call_of(a), f, FoldTile{v.p0, v.p1}, 0, p);
+        /* p2 = 1: written by TMA (where the output's map is granted, else not applicable) */
+        ok = wgmma_built() && plan_wgmma_fold(call_of(a), f, FoldTile{v.p0, v.p1, v.p2 == 1}, 0, p) &&
+             p->fold_tstore == (v.p2 == 1);
         if (ok) *p = plan_of(*p, f);
-        /* p2 = 1: the TMA-store epilogue, where the output's rows are 16-byte aligned (n % 8 == 0) */
-        if (ok && v.p2 == 1) {
-            p->fold_tstore = true;
-            ok = rad_tma_encode_2d(&p->omap, a.out, 2, (uint64_t)a.m, (uint64_t)a.n, (uint32_t)v.p0, 64, 1) == 0;
-        }
         break;
     default: return RADIANCE_GPU_EINVAL;
     }
