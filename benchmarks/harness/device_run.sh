@@ -18,10 +18,12 @@
 #       outputs at awkward sizes, the library's shared-activation tests and their memcheck, then
 #       auto against the candidates at 1-256 tokens on 248320 x 5120; the tables come last)
 #   OUT=/tmp/out A_TAR=.carry/main.tar [B_VARIANTS=fold2x256t,...] [HEADS=...] [MS=...] \
-#       bash benchmarks/harness/device_run.sh ab
+#       [TESTS='pytest -k expression' [MEMCHECK='-k expression']] bash benchmarks/harness/device_run.sh ab
 #       (a kernel change against the tree before, A_TAR = `git archive main -o .carry/main.tar`: both
 #       harness builds, B_VARIANTS checked against float64, then benchmarks/harness/ab_time.py twice:
-#       both automatic plans and B_VARIANTS in one timing loop)
+#       both automatic plans and B_VARIANTS in one timing loop; with TESTS, the library is built
+#       beside the harness builds and, after the timing, those tests of tests/test_gpu.py run, and
+#       the MEMCHECK ones under compute-sanitizer)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-out}
@@ -45,12 +47,17 @@ fi
 if [ "$what" = ab ]; then
     start=$SECONDS
     rm -rf /tmp/A && mkdir -p /tmp/A && tar -xf "${A_TAR:?A_TAR=a tar of the tree before}" -C /tmp/A || exit 1
+    if [ -n "${TESTS:-}" ]; then
+        rm -f python/radiance/_C.*.so
+        (RADIANCE_GPU=cuda RADIANCE_GPU_ARCHS=${RADIANCE_GPU_ARCHS:-90} python3 setup.py -q build_ext --inplace \
+            >"$OUT/build.log" 2>&1; echo $? >"$OUT/build.rc") &
+    fi
     python3 /tmp/A/benchmarks/harness/gpu_kernels.py build --lib /tmp/A/lib.so --log "$OUT/nvcc_A.log" >/dev/null &
     python3 benchmarks/harness/gpu_kernels.py build --lib "$PWD/build/B/lib.so" --log "$OUT/nvcc_B.log" >/dev/null ||
         { tail -30 "$OUT/nvcc_B.log"; exit 1; }
     wait
     [ -f /tmp/A/lib.so ] || { echo "the build of A failed"; tail -30 "$OUT/nvcc_A.log"; exit 1; }
-    echo "builds $((SECONDS - start)) s"
+    echo "builds $((SECONDS - start)) s${TESTS:+ (library build rc $(cat "$OUT/build.rc"))}"
     if [ -n "${B_VARIANTS:-}" ]; then
         timeout 150 python3 benchmarks/harness/gpu_kernels.py check --lib build/B/lib.so --variants "auto,$B_VARIANTS" \
             >"$OUT/check.log" 2>&1
@@ -62,6 +69,18 @@ if [ "$what" = ab ]; then
             ${MS:+--m "$MS"} ${B_VARIANTS:+--b-variants "$B_VARIANTS"} >"$OUT/ab$r.log" 2>&1
         echo "ab_time run $r rc=$? ($((SECONDS - start)) s)"
     done
+    if [ -n "${TESTS:-}" ] && [ "$(cat "$OUT/build.rc")" = 0 ]; then
+        timeout 240 python3 -m pytest -q -p no:cacheprovider tests/test_gpu.py -k "$TESTS" >"$OUT/test_gpu.log" 2>&1
+        echo "GPU tests rc=$? ($((SECONDS - start)) s) :: $(tail -1 "$OUT/test_gpu.log")"
+        grep -E "^(FAILED|ERROR)" "$OUT/test_gpu.log" | head -10
+        if [ -n "${MEMCHECK:-}" ]; then
+            RADIANCE_TEST_NO_PROFILER=1 timeout 120 compute-sanitizer --tool memcheck --error-exitcode 9 python3 -m pytest -q -x \
+                -p no:cacheprovider tests/test_gpu.py -k "$MEMCHECK" >"$OUT/memcheck.log" 2>&1
+            echo "memcheck rc=$? ($((SECONDS - start)) s) :: $(grep -E 'ERROR SUMMARY|passed|failed' "$OUT/memcheck.log" | tail -2 | tr '\n' ' ')"
+        fi
+    elif [ -n "${TESTS:-}" ]; then
+        echo "library build failed:"; grep -v ptxas "$OUT/build.log" | tail -15
+    fi
     cat "$OUT/ab1.log"
     echo "== run 2, B / A"; grep -E "^##|^ +[0-9]+ " "$OUT/ab2.log" | awk '/^##/{print; next}{print $1, $NF}'
     exit 0
@@ -105,7 +124,7 @@ if [ "$what" = speed ]; then
             >"$OUT/test_shared_x.log" 2>&1
         echo "GPU tests (shared_x, fallback) rc=$? :: $(tail -1 "$OUT/test_shared_x.log")"
         grep -E "^(FAILED|E  )" "$OUT/test_shared_x.log" | head -8
-        timeout 60 compute-sanitizer --tool memcheck --error-exitcode 9 python3 -m pytest -q -x \
+        RADIANCE_TEST_NO_PROFILER=1 timeout 60 compute-sanitizer --tool memcheck --error-exitcode 9 python3 -m pytest -q -x \
             -p no:cacheprovider tests/test_gpu.py -k "(shared_x and bit_for_bit) or (shared_x and 5120-128-8)" \
             >"$OUT/memcheck.log" 2>&1
         echo "memcheck rc=$? :: $(grep -E 'ERROR SUMMARY|passed|failed' "$OUT/memcheck.log" | tail -2 | tr '\n' ' ')"
@@ -134,9 +153,9 @@ if [ "$what" != bench ]; then  # tests, smoke, all
     timeout 300 python3 -m pytest -q -p no:cacheprovider tests/test_gpu.py tests/test_gpu_torch.py \
         tests/test_torch_ops.py >"$OUT/test_gpu.log" 2>&1
     echo "GPU tests rc=$? :: $(tail -1 "$OUT/test_gpu.log")"
-    timeout 200 compute-sanitizer --tool memcheck --error-exitcode 9 python3 -m pytest -q -x \
+    RADIANCE_TEST_NO_PROFILER=1 timeout 200 compute-sanitizer --tool memcheck --error-exitcode 9 python3 -m pytest -q -x \
         -p no:cacheprovider tests/test_gpu.py \
-        -k "(equals_cpu and bf16 and mse and outliers) or (matches_float64 and 5120) or hand_made or graphs or refused or (shared_x and bit_for_bit) or (shared_x and 640-128)" \
+        -k "(equals_cpu and bf16 and mse and outliers) or (matches_float64 and 5120) or hand_made or graphs or refused or (shared_x and bit_for_bit) or (shared_x and 640-128) or (tma_store and (700 or 40008-640))" \
         >"$OUT/memcheck.log" 2>&1
     echo "memcheck rc=$? :: $(grep -E 'ERROR SUMMARY|passed|failed' "$OUT/memcheck.log" | tail -2 | tr '\n' ' ')"
 fi
