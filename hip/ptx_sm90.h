@@ -83,8 +83,8 @@ __device__ __forceinline__ void rad_tma_load_2d(void *smem, const rad_tma_desc_t
                  "l"(desc), "r"(col), "r"(row), "r"(b)
                  : "memory");
 }
-/* The way out through the TMA engine (the benchmark build's fold variants with a TMA-store
- * epilogue, apply_wgmma_fold.hip): four 8x8 bf16 matrices of an mma accumulator fragment stored
+/* The way out through the TMA engine (the folding kernel's tiles written by TMA,
+ * apply_wgmma_fold.hip): four 8x8 bf16 matrices of an mma accumulator fragment stored
  * transposed (memory row i of matrix q, at the address lane 8 q + i gives, receives the
  * fragment's column i); a bulk tensor store of the box at (col, row) of a 2D tensor map from
  * shared memory, its commit, and the waits until the stores committed so far have read their
@@ -284,6 +284,24 @@ __device__ __forceinline__ void rad_cluster_fence_mbarrier_init()
 __device__ __forceinline__ void rad_cluster_mbarrier_arrive_remote(unsigned cluster_bar)
 {
     asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(cluster_bar) : "memory");
+}
+/* `count` arrivals on a barrier of a block of the cluster (a mapped address). */
+__device__ __forceinline__ void rad_cluster_mbarrier_arrive_remote_count(unsigned cluster_bar, unsigned count)
+{
+    asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0], %1;" ::"r"(cluster_bar), "r"(count)
+                 : "memory");
+}
+/* The box at (col, row) of a 2D tensor map into the same shared-memory offset of every block of
+ * the cluster in cta_mask, completing its bytes on the barrier at the same offset in each. */
+__device__ __forceinline__ void rad_tma_load_2d_multicast(void *smem, const rad_tma_desc_t *desc, int col, int row,
+                                                          uint64_t *bar, uint16_t cta_mask)
+{
+    const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+    const unsigned b = (unsigned)__cvta_generic_to_shared(bar);
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
+                 " [%0], [%1, {%2, %3}], [%4], %5;" ::"r"(s),
+                 "l"(desc), "r"(col), "r"(row), "r"(b), "h"(cta_mask)
+                 : "memory");
 }
 __device__ __forceinline__ void rad_cluster_mbarrier_wait(unsigned bar, unsigned parity)
 {
