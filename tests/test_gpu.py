@@ -195,6 +195,8 @@ def apply_c_entry(x, packed, scales, bias, group_size, out):
 
 @pytest.mark.parametrize("m, n, k, group_size", TMA_STORE_CASES)
 def test_apply_gpu_tma_store_matches_float64_and_register_store_bit_for_bit(m, n, k, group_size):
+    if torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("the tiles written by TMA are the sm_90a folding kernel's")
     rng, seed = fresh_rng()
     w = weights(rng, n, k, "outliers").astype(BF16)
     packed, scales = radiance.quantize_rows(w, group_size)
