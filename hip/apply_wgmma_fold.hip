@@ -399,9 +399,9 @@ using FoldKernel = void (*)(const uint16_t *, int64_t, int64_t, const uint16_t *
                             const rad_tma_desc_t);
 
 /* Which kernels of a tile this build holds: with the TMA store where fold_tile (dispatch.h) may take
- * it; with the stores from the registers but for 128 and 160 tokens with 2 consumer warpgroups,
- * which fold_tile takes only written by TMA. The benchmark build holds both wherever they fit, for
- * its variants. */
+ * it; with the stores from the registers where fold_tile_without_tstore may (not 128 and 160
+ * tokens with 2 consumer warpgroups, which fold_tile takes only written by TMA). The benchmark build
+ * holds both wherever they fit, and the cluster-pair kernels, for its variants. */
 template <int TOKENS, int CWG>
 constexpr bool fold_tstore_built()
 {
@@ -418,26 +418,41 @@ constexpr bool fold_plain_built()
 #if defined(RADIANCE_KERNEL_VARIANTS)
     return true;
 #else
-    return CWG == 3 || TOKENS > 160;
+    return CWG == fold_register_store_wgs(TOKENS);
 #endif
+}
+
+#if defined(RADIANCE_KERNEL_VARIANTS) && defined(RAD_HAS_CLUSTER_LAUNCH)
+constexpr bool kFoldClusterBuilt = true;
+#else
+constexpr bool kFoldClusterBuilt = false;
+#endif
+
+/* The kernel of a tile, written by TMA or not, for blocks alone (CLUSTER 1) or in cluster pairs
+ * (2); NULL where this build does not hold it. */
+template <int TOKENS, int CWG, int CLUSTER>
+FoldKernel fold_kernel(bool tstore)
+{
+    if constexpr (CLUSTER == 2 && !kFoldClusterBuilt) {
+        return NULL;
+    } else {
+        if constexpr (fold_tstore_built<TOKENS, CWG>())
+            if (tstore) return apply_wgmma_fold_kernel<TOKENS, CWG, true, CLUSTER>;
+        if constexpr (fold_plain_built<TOKENS, CWG>())
+            if (!tstore) return apply_wgmma_fold_kernel<TOKENS, CWG, false, CLUSTER>;
+        return NULL;
+    }
 }
 
 #if defined(RADIANCE_KERNEL_VARIANTS) && defined(RAD_HAS_CLUSTER_LAUNCH)
 /* The benchmark build's multicast variants (fold_body, CLUSTER 2): clusters of two blocks, each
  * cluster looping over tiles of two row blocks x one token chunk, as many clusters as run at once. */
 template <int TOKENS, int CWG>
-rad_error_t launch_fold_multicast(const ApplyArgs &a, const ApplyPlan &p, int64_t row_blocks, int64_t chunks,
-                                  int group_shift)
+rad_error_t launch_fold_multicast(FoldKernel kernel, const ApplyArgs &a, const ApplyPlan &p, int64_t row_blocks,
+                                  int64_t chunks, int group_shift)
 {
     using Cfg = FoldCfg<TOKENS, CWG>;
-    FoldKernel kernel = apply_wgmma_fold_kernel<TOKENS, CWG, false, 2>;
-    if (p.fold_tstore) {
-        if constexpr (Cfg::tstore_fits) kernel = apply_wgmma_fold_kernel<TOKENS, CWG, true, 2>;
-        else return (rad_error_t)RADIANCE_GPU_EINVAL;
-    }
-    rad_error_t err = rad_func_set_max_dynamic_smem(kernel, Cfg::smem);
-    if (err != RAD_SUCCESS) return err;
-    static const int max_clusters = rad_max_active_clusters((const void *)kernel, Cfg::threads, Cfg::smem, 2);
+    const int max_clusters = rad_max_active_clusters((const void *)kernel, Cfg::threads, Cfg::smem, 2);
     int64_t tiles = (row_blocks + 1) / 2 * chunks; /* a pair of row blocks (the last maybe past n) x a chunk */
     if (max_clusters <= 0 || tiles > 0x7fffffffLL) return (rad_error_t)RADIANCE_GPU_EINVAL;
     const int64_t clusters = max_clusters < tiles ? max_clusters : tiles;
@@ -457,19 +472,16 @@ rad_error_t launch_fold(const ApplyArgs &a, const ApplyPlan &p)
     const int64_t chunks = (a.m + TOKENS - 1) / TOKENS;
     const int64_t tiles = row_blocks * chunks;
     if (tiles > 0x7fffffffLL || a.n > 0x7fffffffLL || a.m > 0x7fffffffLL) return (rad_error_t)RADIANCE_GPU_EINVAL;
+    const FoldKernel kernel = p.fold_multicast ? fold_kernel<TOKENS, CWG, 2>(p.fold_tstore)
+                                               : fold_kernel<TOKENS, CWG, 1>(p.fold_tstore);
+    if (kernel == NULL) return (rad_error_t)RADIANCE_GPU_EINVAL;
+    rad_error_t err = rad_func_set_max_dynamic_smem(kernel, Cfg::smem);
+    if (err != RAD_SUCCESS) return err;
     int group_shift = 0;
     while ((1 << group_shift) < a.group) group_shift++;
 #if defined(RADIANCE_KERNEL_VARIANTS) && defined(RAD_HAS_CLUSTER_LAUNCH)
-    if (p.fold_multicast) return launch_fold_multicast<TOKENS, CWG>(a, p, row_blocks, chunks, group_shift);
+    if (p.fold_multicast) return launch_fold_multicast<TOKENS, CWG>(kernel, a, p, row_blocks, chunks, group_shift);
 #endif
-    FoldKernel kernel = NULL;
-    if constexpr (fold_tstore_built<TOKENS, CWG>())
-        if (p.fold_tstore) kernel = apply_wgmma_fold_kernel<TOKENS, CWG, true, 1>;
-    if constexpr (fold_plain_built<TOKENS, CWG>())
-        if (!p.fold_tstore) kernel = apply_wgmma_fold_kernel<TOKENS, CWG, false, 1>;
-    if (kernel == NULL || p.fold_multicast) return (rad_error_t)RADIANCE_GPU_EINVAL;
-    rad_error_t err = rad_func_set_max_dynamic_smem(kernel, Cfg::smem);
-    if (err != RAD_SUCCESS) return err;
     /* persistent: one block per SM (the shared memory allows no more), each looping over tiles */
     const int64_t sms = per_device_cached<rad_sm_count>();
     const int64_t blocks = sms < tiles ? sms : tiles;

@@ -330,6 +330,8 @@ constexpr int64_t kFoldTstoreMaxK = 1024;
  * - 32-96 tokens where k <= kFoldTstoreMaxK: 49152 x 576 at 96 19.0 against 22.8 us, at 24 14.3
  *   against 15.7, 151936 x 1024 at 96 67.1 against 71.1 (at k = 2048 within 2 % either way, at
  *   k = 5120 96 tokens 481 against 440 us). */
+constexpr int fold_register_store_wgs(int tokens) { return tokens <= 160 ? 3 : 2; }
+
 constexpr bool fold_tstore_taken(int tokens, int consumer_wgs, int64_t k)
 {
     return consumer_wgs == 2 || (k <= kFoldTstoreMaxK && tokens >= 32);
@@ -340,13 +342,13 @@ inline FoldTile fold_tile(int64_t m, int64_t k)
     const int64_t chunks = (m + 255) / 256;
     const int64_t per = (m + chunks - 1) / chunks;
     const int tokens = per <= 16 ? 16 : per <= 32 ? 32 : per <= 48 ? 48 : (int)((per + 31) / 32 * 32);
-    const int consumer_wgs = tokens > 160 || (tokens >= 128 && k <= kFoldTwoWgMaxK) ? 2 : 3;
+    const int consumer_wgs = tokens >= 128 && k <= kFoldTwoWgMaxK ? 2 : fold_register_store_wgs(tokens);
     return {tokens, consumer_wgs, fold_tstore_taken(tokens, consumer_wgs, k)};
 }
 
 /* The tile where the output's tensor map is refused: the stores from the registers, with the
- * warpgroups fold_tile gives such a tile */
-inline FoldTile fold_tile_without_tstore(FoldTile w) { return {w.tokens, w.tokens <= 160 ? 3 : 2, false}; }
+ * warpgroups fold_register_store_wgs gives such a tile */
+inline FoldTile fold_tile_without_tstore(FoldTile w) { return {w.tokens, fold_register_store_wgs(w.tokens), false}; }
 
 /* The folding kernel with tile `w`, where k is a multiple of 32 (the weights' map needs a row
  * pitch of 16 bytes) and both its tensor maps are granted; any group size. A tile written by TMA

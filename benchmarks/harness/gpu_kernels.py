@@ -33,6 +33,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.dirname(HERE))  # benchmarks/: seed_torch
+sys.path.insert(0, os.path.join(ROOT, "tests"))  # reference: folds_on_hopper
 DEFAULT_LIB = os.path.join(ROOT, "build", "libradiance_gpu.so")
 SHIFTS = (0, 16, 4, 20, 8, 24, 12, 28)
 RATIOS_MSE = (1.0, 0.95, 0.9, 0.85, 0.8)
@@ -371,7 +372,6 @@ def compare_apply(out_bits, ref, absref, tag, failures):
 
 
 def check_apply(L, rng, torch, failures, big=False, only="", skip=""):
-    sys.path.insert(0, os.path.join(ROOT, "tests"))
     from reference import folds_on_hopper
     stream = torch.cuda.current_stream().cuda_stream
     hopper = torch.cuda.get_device_capability() == (9, 0)
