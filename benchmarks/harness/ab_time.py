@@ -11,10 +11,11 @@ median), on the same operands, beside bf16 cuBLAS.
     python /tmp/A/benchmarks/harness/gpu_kernels.py build --lib /tmp/A/lib.so
     python benchmarks/harness/gpu_kernels.py build --lib build/B/lib.so
     python benchmarks/harness/ab_time.py --a /tmp/A/lib.so --b build/B/lib.so \\
-        [--heads 262144x640,...] [--m 64,128,...] [--b-variants fold2x256,...] [--round-budget 0.07]
+        [--heads 262144x640,128256x4096:64,...] [--m 64,128,...] [--b-variants fold2x256,...] [--round-budget 0.07]
 
 A runs its automatic plan (variant 0). B runs its automatic plan and each of --b-variants (names
-from this tree's variants.def). Prints µs per cell and B / A (below 1: B is faster).
+from this tree's variants.def). A head is NxK, group 128 (64 where 128 does not divide K), or
+NxK:G. Prints µs per cell and B / A (below 1: B is faster).
 """
 
 import argparse
@@ -60,8 +61,9 @@ def main():
     l2 = torch.cuda.get_device_properties(DEV).L2_cache_size
     print(f"# {torch.cuda.get_device_name()}, A {args.a}, B {args.b}", flush=True)
     for head in args.heads.split(","):
-        n, k = (int(v) for v in head.split("x"))
-        group = 128 if k % 128 == 0 else 64
+        shape, _, g = head.partition(":")
+        n, k = (int(v) for v in shape.split("x"))
+        group = int(g) if g else 128 if k % 128 == 0 else 64
         sets = int4_head_sets(n, k, group, l2)
         fns = {"A": int4_fn(lib_a, 0, sets, group), "B": int4_fn(lib_b, 0, sets, group)}
         fns.update({f"B:{v}": int4_fn(lib_b, VARIANTS[v], sets, group) for v in extra})

@@ -779,19 +779,31 @@ def cmd_sass(args):
 
 def cmd_profile(args):
     """A few launches to run under ncu (one of each kernel of interest). --variants: m:variant or
-    m:variant:NxK or m:variant:NxK:group, comma-separated (default head 248320 x 5120, group 128)."""
+    m:variant:NxK or m:variant:NxK:group, comma-separated (default head 248320 x 5120, group 128);
+    the variant `humming` is Humming's W4A16 layer on that shape (vLLM's kernel, the peer). Every
+    operand is made and every kernel compiled first; only the launches of the runs lie between
+    cudaProfilerStart and cudaProfilerStop (ncu --profile-from-start off)."""
     import torch
     L = Lib(args.lib)
     stream = torch.cuda.current_stream().cuda_stream
     runs = ["1:stream", "16:tile2x2", "64:wgtma64"]
     if args.variants:
         runs = args.variants.split(",")
-    heads = {}
+    heads, calls = {}, []
     for run in runs:
         parts = run.split(":")
         m, v = int(parts[0]), parts[1]
         n, k = (int(s) for s in (parts[2] if len(parts) > 2 else "248320x5120").split("x"))
         group = int(parts[3]) if len(parts) > 3 else 128
+        x = torch.randn(m, k, device="cuda").to(torch.bfloat16)
+        if v == "humming":
+            from gpu import humming_layer
+            codes = torch.randint(0, 16, (n, k), dtype=torch.int32, device="cuda")
+            scales = (torch.rand(n, k // group, device="cuda") * 0.01 + 1e-3).to(torch.bfloat16)
+            layer = humming_layer(codes, scales, group)
+            del codes
+            calls.append(lambda layer=layer, x=x: layer(x))
+            continue
         if (n, k, group) not in heads:
             w = (torch.randn(n, k, device="cuda") * 0.02).to(torch.bfloat16)
             packed = torch.empty((n, k // 8), dtype=torch.int32, device="cuda")
@@ -799,10 +811,17 @@ def cmd_profile(args):
             L.quantize(w, group, CLIP_MSE, packed, scales, stream)
             heads[(n, k, group)] = (packed, scales)
         packed, scales = heads[(n, k, group)]
-        x = torch.randn(m, k, device="cuda").to(torch.bfloat16).view(torch.int16)
         out = torch.empty((m, n), dtype=torch.int16, device="cuda")
-        L.apply(x, packed, scales, None, group, out, stream, VARIANTS[v])
+        calls.append(lambda x=x.view(torch.int16), packed=packed, scales=scales, group=group, out=out, v=v:
+                     L.apply(x, packed, scales, None, group, out, stream, VARIANTS[v]))
+    for call in calls:  # run-time compilation (Humming's NVRTC kernels) and first-launch costs
+        call()
     torch.cuda.synchronize()
+    torch.cuda.profiler.start()
+    for call in calls:
+        call()
+    torch.cuda.synchronize()
+    torch.cuda.profiler.stop()
 
 
 def main():

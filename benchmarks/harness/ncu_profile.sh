@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Nsight Compute profile of the kernels the dispatch takes on the 248320 x 5120 head (and of the
-# vector kernel and the quantizer): tensor-pipe and issue utilization, warp stall reasons, memory
-# throughput. One lent H200 call:
-#   OUT=$OUT [KERNELS=regex] bash benchmarks/harness/ncu_profile.sh [m:variant[:NxK[:group]],...]
-# The benchmark build (gpu_kernels.py build) is made first unless build/libradiance_bench.so exists.
+# vector kernel; `humming` is vLLM's Humming kernel on the same shape): tensor-pipe and issue
+# utilization, warp stall reasons, memory throughput. One lent H200 call:
+#   OUT=$OUT [KERNELS=regex] [LIB=build/B/lib.so] bash benchmarks/harness/ncu_profile.sh [m:variant[:NxK[:group]],...]
+# Only the runs' launches are profiled (gpu_kernels.py profile brackets them with cudaProfilerStart
+# and Stop). The benchmark build (gpu_kernels.py build) is made first unless LIB names one.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-out}
@@ -12,7 +13,9 @@ mkdir -p "$OUT"
 trap bundle_out EXIT
 runs=${1:-1:auto,8:auto,16:auto,64:auto,256:auto,1:vector,8:vector}
 export PYTHONUNBUFFERED=1
-python3 benchmarks/harness/gpu_kernels.py build --log "$OUT/nvcc.log" || { tail -30 "$OUT/nvcc.log"; exit 1; }
+if [ -z "${LIB:-}" ]; then
+    python3 benchmarks/harness/gpu_kernels.py build --log "$OUT/nvcc.log" || { tail -30 "$OUT/nvcc.log"; exit 1; }
+fi
 metrics=sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active
 metrics=$metrics,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active
 metrics=$metrics,smsp__issue_active.avg.pct_of_peak_sustained_active
@@ -26,11 +29,11 @@ metrics=$metrics,smsp__inst_executed_op_global_st.sum,l1tex__t_requests_pipe_lsu
 metrics=$metrics,l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum,dram__bytes_write.sum.per_second
 # why warps wait: every stall reason, in warps per issued instruction
 metrics=$metrics,regex:smsp__average_warps_issue_stalled_.*_per_issue_active.ratio
-timeout 500 ncu --clock-control none -k "regex:${KERNELS:-apply|quantize}" \
+timeout 500 ncu --clock-control none --profile-from-start off -k "regex:${KERNELS:-.}" \
     --section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
     --section WarpStateStats --section SchedulerStats --section Occupancy --section LaunchStats \
     --metrics "$metrics" -o "$OUT/profile" \
-    python3 benchmarks/harness/gpu_kernels.py profile --variants "$runs" >"$OUT/ncu_run.log" 2>&1
+    python3 benchmarks/harness/gpu_kernels.py profile ${LIB:+--lib "$LIB"} --variants "$runs" >"$OUT/ncu_run.log" 2>&1
 echo "ncu rc=$?"; tail -5 "$OUT/ncu_run.log"
 ncu -i "$OUT/profile.ncu-rep" --print-units base >"$OUT/ncu_details.txt" 2>&1
 ncu -i "$OUT/profile.ncu-rep" --page raw --csv --metrics "$metrics" >"$OUT/ncu_metrics.csv" 2>&1
@@ -51,5 +54,5 @@ for r in rows:
         print(f"    {key:75s} {d.get(key, '')}")
     stalls = sorted(((float(v.replace(',', '')), k) for k, v in d.items()
                      if k.startswith("smsp__average_warps_issue_stalled") and v not in ("", "n/a")), reverse=True)
-    print("    stalls per issue: " + ", ".join(f"{k[34:-27]} {v:.2f}" for v, k in stalls if v >= 0.05))
+    print("    stalls per issue: " + ", ".join(f"{k[34:-23]} {v:.2f}" for v, k in stalls if v >= 0.05))
 PY
