@@ -137,13 +137,8 @@ __device__ __forceinline__ void fold_pin(float (&acc)[NA])
  * of its threads hands them to a bulk tensor store, which writes only what lies inside n and m;
  * the slot is released once the store has read it. The warpgroup goes on to its next tile without
  * waiting for the global writes. Which tiles take it: fold_tile (dispatch.h), where it pays.
- * CLUSTER 2 (the benchmark build's variants only; prepared, not yet run, docs/PERF_LOG.md tenth
- * round): a cluster of two blocks works on two row blocks of the same token chunk, tile for tile;
- * each block's producer issues one of a step's two activation boxes to both blocks (TMA
- * multicast), so the pair reads each activation box from L2 once instead of twice, and a slot is
- * refilled only once the consumers of both blocks have released it (each consumer warp arrives on
- * both blocks' empty barrier). */
-template <int TOKENS, int CWG, bool TSTORE, int CLUSTER>
+ * (Cluster pairs sharing each activation box by TMA multicast lost: docs/PERF_LOG.md, run 53.) */
+template <int TOKENS, int CWG, bool TSTORE>
 __device__ __forceinline__ void fold_body(const uint16_t *__restrict__ x, int64_t m, int64_t k,
                                           const uint16_t *__restrict__ scales, const uint16_t *__restrict__ bias,
                                           int64_t n, uint16_t *__restrict__ out, int group_shift, int64_t token_chunks,
@@ -162,14 +157,6 @@ __device__ __forceinline__ void fold_body(const uint16_t *__restrict__ x, int64_
     uint64_t *fullbar = (uint64_t *)(smem + S * Cfg::stage_bytes);
     uint64_t *emptybar = fullbar + S;
     const int tid = threadIdx.x;
-    /* the block's place in its cluster (0 without one); its cluster's first tile and stride over
-     * the tiles are blockIdx.x / CLUSTER and gridDim.x / CLUSTER */
-    auto rank = [&]() __attribute__((always_inline)) -> unsigned {
-#if defined(RAD_HAS_CLUSTER)
-        if constexpr (CLUSTER == 2) return rad_cluster_ctarank();
-#endif
-        return 0u;
-    };
     const int64_t ng = k >> group_shift;
     const int nsteps = (int)((k + 127) / 128);
     /* the second half of the last step lies past k (k % 128 in 1 .. 64): its wgmmas are skipped */
@@ -177,32 +164,22 @@ __device__ __forceinline__ void fold_body(const uint16_t *__restrict__ x, int64_
 
     if (tid < S) {
         rad_mbarrier_init(fullbar + tid, 1);
-        rad_mbarrier_init(emptybar + tid, kConsumers / 32 * CLUSTER); /* one arrival per consumer warp */
+        rad_mbarrier_init(emptybar + tid, kConsumers / 32); /* one arrival per consumer warp */
     }
     rad_fence_mbarrier_init();
-#if defined(RAD_HAS_CLUSTER)
-    if constexpr (CLUSTER == 2) rad_cluster_sync(); /* both blocks' barriers initialized */
-    else
-#endif
-        __syncthreads();
-    /* a slot's release by one consumer warp (lane 0), of `warps` warps: on this block's barrier and
-     * on the other block's of the cluster, whose producer multicasts into this block's slot */
+    __syncthreads();
+    /* a slot's release by one consumer warp (lane 0), of `warps` warps */
     auto release = [&](int slot, unsigned warps) __attribute__((always_inline)) {
         if (warps == 1) rad_mbarrier_arrive(emptybar + slot);
         else rad_mbarrier_arrive_count(emptybar + slot, warps);
-#if defined(RAD_HAS_CLUSTER)
-        if constexpr (CLUSTER == 2)
-            rad_cluster_mbarrier_arrive_remote_count(
-                rad_cluster_map((unsigned)__cvta_generic_to_shared(emptybar + slot), rank() ^ 1u), warps);
-#endif
     };
 
     if (tid >= kConsumers) { /* the producer warpgroup: one thread issues every step's boxes */
         rad_setmaxnreg_dec<Cfg::producer_regs>();
         if (tid == kConsumers) {
             int64_t it = 0; /* steps issued by this block, over all its tiles */
-            for (int64_t tile = blockIdx.x / CLUSTER; tile < tiles; tile += gridDim.x / CLUSTER) {
-                const int rbase = (int)((tile / token_chunks * CLUSTER + rank()) * kRows);
+            for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+                const int rbase = (int)(tile / token_chunks * kRows);
                 const int tok0 = (int)(tile % token_chunks * TOKENS);
                 for (int s = 0; s < nsteps; s++, it++) {
                     const int slot = (int)(it % S);
@@ -212,22 +189,11 @@ __device__ __forceinline__ void fold_body(const uint16_t *__restrict__ x, int64_
                     /* boxes past k or n count their full bytes (the engine writes zeros there) */
                     rad_mbarrier_arrive_expect_tx(bar, Cfg::stage_bytes);
                     rad_tma_load_2d(st, wmap, s * kStepWords, rbase, bar);
-#if defined(RAD_HAS_CLUSTER)
-                    if constexpr (CLUSTER == 2) { /* box `rank` to both blocks, the other from the other block */
-                        const unsigned r = rank();
-                        rad_tma_load_2d_multicast(st + Cfg::wbytes + r * (TOKENS * 128), xmap, s * 128 + 64 * r, tok0,
-                                                  bar, 0x3);
-                        continue;
-                    }
-#endif
                     rad_tma_load_2d(st + Cfg::wbytes, xmap, s * 128, tok0, bar);
                     rad_tma_load_2d(st + Cfg::wbytes + TOKENS * 128, xmap, s * 128 + 64, tok0, bar);
                 }
             }
         }
-#if defined(RAD_HAS_CLUSTER)
-        if constexpr (CLUSTER == 2) rad_cluster_sync(); /* the other block's last arrivals and copies landed */
-#endif
         return;
     }
     rad_setmaxnreg_inc<Cfg::consumer_regs>();
@@ -242,9 +208,7 @@ __device__ __forceinline__ void fold_body(const uint16_t *__restrict__ x, int64_
         unsigned ok;
         const uint16_t *s0, *s1;
     };
-    auto rbase_of = [&](int64_t tile) __attribute__((always_inline)) {
-        return (tile / token_chunks * CLUSTER + rank()) * kRows;
-    };
+    auto rbase_of = [&](int64_t tile) __attribute__((always_inline)) { return tile / token_chunks * kRows; };
     auto rows_of = [&](int64_t tile) __attribute__((always_inline)) {
         Rows r;
         r.row0 = rbase_of(tile) + local0;
@@ -256,18 +220,18 @@ __device__ __forceinline__ void fold_body(const uint16_t *__restrict__ x, int64_
     /* the scales of a tile's first step are requested during the last step of the tile before
      * (the loads' latency then hides behind that step's wgmmas and the epilogue) */
     uint32_t sb[2][4];
-    Rows cur = rows_of(blockIdx.x / CLUSTER);
+    Rows cur = rows_of(blockIdx.x);
     fold_load_scales(cur.s0, cur.s1, cur.ok, ng, group_shift, 0, sb);
     /* the ring position of the tile's first step: slot base0, phase parity phase0 */
     int base0 = 0;
     unsigned phase0 = 0;
-    for (int64_t tile = blockIdx.x / CLUSTER; tile < tiles;
-         tile += gridDim.x / CLUSTER, phase0 ^= (unsigned)((base0 + nsteps) / S) & 1u, base0 = (base0 + nsteps) % S) {
+    for (int64_t tile = blockIdx.x; tile < tiles;
+         tile += gridDim.x, phase0 ^= (unsigned)((base0 + nsteps) / S) & 1u, base0 = (base0 + nsteps) % S) {
         const int64_t tok0 = tile % token_chunks * TOKENS;
         const int64_t row0 = cur.row0;
         const unsigned rows_ok = cur.ok;
         const uint16_t *srow0 = cur.s0, *srow1 = cur.s1;
-        const Rows next = rows_of(tile + gridDim.x / CLUSTER < tiles ? tile + gridDim.x / CLUSTER : tile);
+        const Rows next = rows_of(tile + gridDim.x < tiles ? tile + gridDim.x : tile);
         /* the bias of the two rows, -0 where there is none (x + -0 = x for every x, -0 included) */
         const float bias0 = bias != NULL && (rows_ok & 1u) ? rad_bf16_to_float(bias[row0]) : -0.0f;
         const float bias1 = bias != NULL && (rows_ok & 2u) ? rad_bf16_to_float(bias[row0 + 8]) : -0.0f;
@@ -377,21 +341,18 @@ __device__ __forceinline__ void fold_body(const uint16_t *__restrict__ x, int64_
         }
     }
     if (TSTORE && (tid & 127) == 0) rad_bulk_wait_all(); /* the last tile's stores done */
-#if defined(RAD_HAS_CLUSTER)
-    if constexpr (CLUSTER == 2) rad_cluster_sync(); /* the other block's last arrivals landed */
-#endif
 #endif
 }
 
-template <int TOKENS, int CWG, bool TSTORE, int CLUSTER>
+template <int TOKENS, int CWG, bool TSTORE>
 __global__ void __launch_bounds__(128 * (CWG + 1), 1)
 apply_wgmma_fold_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const uint16_t *__restrict__ scales,
                         const uint16_t *__restrict__ bias, int64_t n, uint16_t *__restrict__ out, int group_shift,
                         int64_t token_chunks, int64_t tiles, const RAD_GRID_CONSTANT rad_tma_desc_t xmap,
                         const RAD_GRID_CONSTANT rad_tma_desc_t wmap, const RAD_GRID_CONSTANT rad_tma_desc_t omap)
 {
-    fold_body<TOKENS, CWG, TSTORE, CLUSTER>(x, m, k, scales, bias, n, out, group_shift, token_chunks, tiles, &xmap,
-                                            &wmap, &omap);
+    fold_body<TOKENS, CWG, TSTORE>(x, m, k, scales, bias, n, out, group_shift, token_chunks, tiles, &xmap, &wmap,
+                                   &omap);
 }
 
 using FoldKernel = void (*)(const uint16_t *, int64_t, int64_t, const uint16_t *, const uint16_t *, int64_t,
@@ -401,7 +362,7 @@ using FoldKernel = void (*)(const uint16_t *, int64_t, int64_t, const uint16_t *
 /* Which kernels of a tile this build holds: with the TMA store where fold_tile (dispatch.h) may take
  * it; with the stores from the registers where fold_tile_without_tstore may (not 128 and 160
  * tokens with 2 consumer warpgroups, which fold_tile takes only written by TMA). The benchmark build
- * holds both wherever they fit, and the cluster-pair kernels, for its variants. */
+ * holds both wherever they fit, for its variants. */
 template <int TOKENS, int CWG>
 constexpr bool fold_tstore_built()
 {
@@ -422,47 +383,16 @@ constexpr bool fold_plain_built()
 #endif
 }
 
-#if defined(RADIANCE_KERNEL_VARIANTS) && defined(RAD_HAS_CLUSTER_LAUNCH)
-constexpr bool kFoldClusterBuilt = true;
-#else
-constexpr bool kFoldClusterBuilt = false;
-#endif
-
-/* The kernel of a tile, written by TMA or not, for blocks alone (CLUSTER 1) or in cluster pairs
- * (2); NULL where this build does not hold it. */
-template <int TOKENS, int CWG, int CLUSTER>
+/* The kernel of a tile, written by TMA or not; NULL where this build does not hold it. */
+template <int TOKENS, int CWG>
 FoldKernel fold_kernel(bool tstore)
 {
-    if constexpr (CLUSTER == 2 && !kFoldClusterBuilt) {
-        return NULL;
-    } else {
-        if constexpr (fold_tstore_built<TOKENS, CWG>())
-            if (tstore) return apply_wgmma_fold_kernel<TOKENS, CWG, true, CLUSTER>;
-        if constexpr (fold_plain_built<TOKENS, CWG>())
-            if (!tstore) return apply_wgmma_fold_kernel<TOKENS, CWG, false, CLUSTER>;
-        return NULL;
-    }
+    if constexpr (fold_tstore_built<TOKENS, CWG>())
+        if (tstore) return apply_wgmma_fold_kernel<TOKENS, CWG, true>;
+    if constexpr (fold_plain_built<TOKENS, CWG>())
+        if (!tstore) return apply_wgmma_fold_kernel<TOKENS, CWG, false>;
+    return NULL;
 }
-
-#if defined(RADIANCE_KERNEL_VARIANTS) && defined(RAD_HAS_CLUSTER_LAUNCH)
-/* The benchmark build's multicast variants (fold_body, CLUSTER 2): clusters of two blocks, each
- * cluster looping over tiles of two row blocks x one token chunk, as many clusters as run at once. */
-template <int TOKENS, int CWG>
-rad_error_t launch_fold_multicast(FoldKernel kernel, const ApplyArgs &a, const ApplyPlan &p, int64_t row_blocks,
-                                  int64_t chunks, int group_shift)
-{
-    using Cfg = FoldCfg<TOKENS, CWG>;
-    const int max_clusters = rad_max_active_clusters((const void *)kernel, Cfg::threads, Cfg::smem, 2);
-    int64_t tiles = (row_blocks + 1) / 2 * chunks; /* a pair of row blocks (the last maybe past n) x a chunk */
-    if (max_clusters <= 0 || tiles > 0x7fffffffLL) return (rad_error_t)RADIANCE_GPU_EINVAL;
-    const int64_t clusters = max_clusters < tiles ? max_clusters : tiles;
-    void *args[] = {(void *)&a.x,        (void *)&a.m,  (void *)&a.k,     (void *)&a.scales, (void *)&a.bias,
-                    (void *)&a.n,        (void *)&a.out, (void *)&group_shift, (void *)&chunks, (void *)&tiles,
-                    (void *)&p.xmap,     (void *)&p.wmap, (void *)&p.omap};
-    return rad_launch_clusters((const void *)kernel, (unsigned)(2 * clusters), Cfg::threads, Cfg::smem, 2, a.stream,
-                               args);
-}
-#endif
 
 template <int TOKENS, int CWG>
 rad_error_t launch_fold(const ApplyArgs &a, const ApplyPlan &p)
@@ -472,16 +402,12 @@ rad_error_t launch_fold(const ApplyArgs &a, const ApplyPlan &p)
     const int64_t chunks = (a.m + TOKENS - 1) / TOKENS;
     const int64_t tiles = row_blocks * chunks;
     if (tiles > 0x7fffffffLL || a.n > 0x7fffffffLL || a.m > 0x7fffffffLL) return (rad_error_t)RADIANCE_GPU_EINVAL;
-    const FoldKernel kernel = p.fold_multicast ? fold_kernel<TOKENS, CWG, 2>(p.fold_tstore)
-                                               : fold_kernel<TOKENS, CWG, 1>(p.fold_tstore);
+    const FoldKernel kernel = fold_kernel<TOKENS, CWG>(p.fold_tstore);
     if (kernel == NULL) return (rad_error_t)RADIANCE_GPU_EINVAL;
     rad_error_t err = rad_func_set_max_dynamic_smem(kernel, Cfg::smem);
     if (err != RAD_SUCCESS) return err;
     int group_shift = 0;
     while ((1 << group_shift) < a.group) group_shift++;
-#if defined(RADIANCE_KERNEL_VARIANTS) && defined(RAD_HAS_CLUSTER_LAUNCH)
-    if (p.fold_multicast) return launch_fold_multicast<TOKENS, CWG>(kernel, a, p, row_blocks, chunks, group_shift);
-#endif
     /* persistent: one block per SM (the shared memory allows no more), each looping over tiles */
     const int64_t sms = per_device_cached<rad_sm_count>();
     const int64_t blocks = sms < tiles ? sms : tiles;

@@ -138,11 +138,9 @@ struct Dispatch {
      * (in `tokens`) in steps of 32, both tensor maps (the weights' boxes 64 consumer_wgs rows);
      * `blocks` > 0: persistent, one block per SM looping over tiles. kWgmmaFold: `tokens` and
      * consumer_wgs name its tile (always persistent, both tensor maps); fold_tstore: the tile
-     * written out through the TMA engine (the output's tensor map too; plan_wgmma_fold);
-     * fold_multicast (the benchmark build's variants only, never decided): clusters of two blocks
-     * sharing each activation box by TMA multicast */
+     * written out through the TMA engine (the output's tensor map too; plan_wgmma_fold) */
     int consumer_wgs, a_sets;
-    bool fold_tstore, fold_multicast;
+    bool fold_tstore;
     /* kStreamSharedX: steps per ring slot, warps per block, blocks (at most one per SM), dynamic
      * shared memory bytes (the rings and the activations), all from plan_stream_shared_x; smem
      * also kVector's */

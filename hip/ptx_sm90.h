@@ -232,9 +232,9 @@ __device__ __forceinline__ void rad_wgmma_rs(float (&d)[112], const uint32_t a[4
 
 /* Thread-block clusters (sm_90, no 'a' needed): the block's rank in its cluster, the cluster
  * barrier, a shared-memory address of this block mapped to another block of the cluster, a 16-byte
- * store there that completes on that block's mbarrier, and the mbarrier operations whose other side is in the other block (init, an arrival
- * on another block's barrier that releases this thread's earlier accesses to the cluster, and a
- * wait that acquires what the arriving threads released). Addresses are shared-window addresses
+ * store there that completes on that block's mbarrier, and the mbarrier operations whose other side
+ * is in the other block (init, an arrival on another block's barrier, and a wait that acquires
+ * what the other block's writes released). Addresses are shared-window addresses
  * (__cvta_generic_to_shared; mapped ones in the cluster window). RAD_HAS_CLUSTER says whether the
  * current device pass has them. */
 #if defined(RAD_CUDA) && defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900)
@@ -281,27 +281,15 @@ __device__ __forceinline__ void rad_cluster_fence_mbarrier_init()
 {
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
 }
+/* An arrival on a barrier of another block of the cluster (a mapped address) that hands a slot of
+ * this block's shared memory back to that block, whose next st.async writes land there: the
+ * hazard is this thread's earlier reads of its own block's shared memory, which a release at CTA
+ * scope (mbarrier.arrive's default semantics) orders before the arrival (MEMBAR.ALL.CTA). At
+ * cluster scope ptxas adds a MEMBAR.ALL.GPU, which waits for every global store in flight: the
+ * split-k stream kernel ran 1-4 % slower so (docs/PERF_LOG.md, run 54). */
 __device__ __forceinline__ void rad_cluster_mbarrier_arrive_remote(unsigned cluster_bar)
 {
-    asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(cluster_bar) : "memory");
-}
-/* `count` arrivals on a barrier of a block of the cluster (a mapped address). */
-__device__ __forceinline__ void rad_cluster_mbarrier_arrive_remote_count(unsigned cluster_bar, unsigned count)
-{
-    asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0], %1;" ::"r"(cluster_bar), "r"(count)
-                 : "memory");
-}
-/* The box at (col, row) of a 2D tensor map into the same shared-memory offset of every block of
- * the cluster in cta_mask, completing its bytes on the barrier at the same offset in each. */
-__device__ __forceinline__ void rad_tma_load_2d_multicast(void *smem, const rad_tma_desc_t *desc, int col, int row,
-                                                          uint64_t *bar, uint16_t cta_mask)
-{
-    const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
-    const unsigned b = (unsigned)__cvta_generic_to_shared(bar);
-    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
-                 " [%0], [%1, {%2, %3}], [%4], %5;" ::"r"(s),
-                 "l"(desc), "r"(col), "r"(row), "r"(b), "h"(cta_mask)
-                 : "memory");
+    asm volatile("mbarrier.arrive.release.cta.shared::cluster.b64 _, [%0];" ::"r"(cluster_bar) : "memory");
 }
 __device__ __forceinline__ void rad_cluster_mbarrier_wait(unsigned bar, unsigned parity)
 {
