@@ -20,6 +20,9 @@
  *   ROW_TILES    16-row m-tiles per warp
  *   TOKEN_TILES  8-token n-tiles per warp (the tokens of a block: 8 * TOKEN_TILES)
  *   PREFETCH     steps of packed words held in registers ahead of the one in use
+ * and of apply_mma_kernel:
+ *   MIN_BLOCKS   blocks per SM its registers are sized for (__launch_bounds__); a 49152-row head
+ *                is 768 blocks, 5.8 per SM of an H200: one wave at 6 per SM, 1.45 at 4
  */
 #include "apply_common.h"
 #include "apply_paths.h"
@@ -105,8 +108,8 @@ __device__ __forceinline__ void load_stage(Stage<GROUP, ROW_TILES> &st, const in
     }
 }
 
-template <int GROUP, int ROW_TILES, int TOKEN_TILES, int PREFETCH>
-__global__ void __launch_bounds__(kMmaWarps * 32)
+template <int GROUP, int ROW_TILES, int TOKEN_TILES, int PREFETCH, int MIN_BLOCKS>
+__global__ void __launch_bounds__(kMmaWarps * 32, MIN_BLOCKS)
 apply_mma_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const int32_t *__restrict__ packed,
                  const uint16_t *__restrict__ scales, const uint16_t *__restrict__ bias, int64_t n,
                  uint16_t *__restrict__ out, int64_t token_chunks)
@@ -388,12 +391,13 @@ apply_tile_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const in
 
 } // namespace
 
-/* The register-pipelined kernel: 1 m-tile, 1 n-tile, 4 steps ahead; the planner takes it for
- * G < 128 (G >= 128 takes the stream kernel), the benchmark build for every G. */
-rad_error_t launch_mma(const ApplyArgs &a, const ApplyPlan &p)
+/* The register-pipelined kernel: 1 m-tile, 1 n-tile, PREFETCH steps ahead with registers for
+ * MIN_BLOCKS blocks per SM; the planner takes it for G < 128 (G >= 128 takes the stream kernel),
+ * the benchmark build for every G. */
+template <int PREFETCH, int MIN_BLOCKS>
+rad_error_t launch_mma_kernel(const ApplyArgs &a)
 {
-    constexpr int kRowTiles = 1, kTokenTiles = 1, kPrefetch = 4;
-    if (p.row_tiles != kRowTiles || p.token_tiles != kTokenTiles) return (rad_error_t)RADIANCE_GPU_EINVAL;
+    constexpr int kRowTiles = 1, kTokenTiles = 1;
     const int64_t rows_per_block = 16 * kRowTiles * kMmaWarps;
     const int64_t row_blocks = (a.n + rows_per_block - 1) / rows_per_block;
     const int64_t chunks = (a.m + 8 * kTokenTiles - 1) / (8 * kTokenTiles);
@@ -402,17 +406,26 @@ rad_error_t launch_mma(const ApplyArgs &a, const ApplyPlan &p)
     void (*kernel)(const uint16_t *, int64_t, int64_t, const int32_t *, const uint16_t *, const uint16_t *, int64_t,
                    uint16_t *, int64_t);
     switch (a.group) {
-    case 32: kernel = apply_mma_kernel<32, kRowTiles, kTokenTiles, kPrefetch>; break;
-    case 64: kernel = apply_mma_kernel<64, kRowTiles, kTokenTiles, kPrefetch>; break;
+    case 32: kernel = apply_mma_kernel<32, kRowTiles, kTokenTiles, PREFETCH, MIN_BLOCKS>; break;
+    case 64: kernel = apply_mma_kernel<64, kRowTiles, kTokenTiles, PREFETCH, MIN_BLOCKS>; break;
 #if defined(RADIANCE_KERNEL_VARIANTS)
-    case 128: kernel = apply_mma_kernel<128, kRowTiles, kTokenTiles, kPrefetch>; break;
-    case 256: kernel = apply_mma_kernel<256, kRowTiles, kTokenTiles, kPrefetch>; break;
+    case 128: kernel = apply_mma_kernel<128, kRowTiles, kTokenTiles, PREFETCH, MIN_BLOCKS>; break;
+    case 256: kernel = apply_mma_kernel<256, kRowTiles, kTokenTiles, PREFETCH, MIN_BLOCKS>; break;
 #endif
     default: return (rad_error_t)RADIANCE_GPU_EINVAL;
     }
     kernel<<<(unsigned)blocks, kMmaWarps * 32, 0, a.stream>>>(a.x, a.m, a.k, a.packed, a.scales, a.bias, a.n, a.out,
                                                               chunks);
     return rad_get_last_error();
+}
+
+/* The two shapes of the pipe that decide picks (plan_mma, dispatch.h); nothing else launches. */
+rad_error_t launch_mma(const ApplyArgs &a, const ApplyPlan &p)
+{
+    if (p.row_tiles != 1 || p.token_tiles != 1) return (rad_error_t)RADIANCE_GPU_EINVAL;
+    if (p.mma_prefetch == 3 && p.mma_min_blocks == 6) return launch_mma_kernel<3, 6>(a);
+    if (p.mma_prefetch == 2 && p.mma_min_blocks == 8) return launch_mma_kernel<2, 8>(a);
+    return (rad_error_t)RADIANCE_GPU_EINVAL;
 }
 
 namespace {

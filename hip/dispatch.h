@@ -116,6 +116,9 @@ struct Dispatch {
     /* kMma, kTile, kStream: 16-row m-tiles per warp and 8-token n-tiles per warp;
      * kWmma, kMfma: 16-token tiles per wave in token_tiles */
     int row_tiles, token_tiles;
+    /* kMma: steps of packed words held ahead in registers, and the blocks per SM the compiler
+     * sizes the registers for (plan_mma: 3 and 6, or 2 and 8) */
+    int mma_prefetch, mma_min_blocks;
     /* kWmma: the fragment layout (12: RDNA4, 11: RDNA3) */
     int wmma_arch;
     /* kWmma, kMfma: the test flag's deliberately wrong kernel (result rows swapped in pairs) */
@@ -402,6 +405,25 @@ bool plan_mfma(const Call &c, Facts &f, int refuse, Dispatch *p)
     return true;
 }
 
+/* The register pipe for few tokens with G < 128 (apply_mma_kernel), its registers sized for 6
+ * blocks per SM, 3 steps ahead: 49152 x 576 group 64 (SmolLM2) at 1 / 8 tokens 13.5 / 13.4 us
+ * against 16.4 / 16.7 with the registers unbounded (126: 4 blocks per SM) and 4 steps ahead, group
+ * 32 15.5 / 16.2 against 17.9 / 17.9, 151936 x 1024 group 64 39.9 / 41.5 against 47.9 / 49.6,
+ * 128256 x 2048 group 64 65.4 / 68.8 against 74.3 / 80.4 (8 blocks: 69.7 / 70.5). For more
+ * columns, 8 blocks and 2 steps ahead: group 64 from k = 4096 and 4 tokens (128256 x 4096 at 4 / 8
+ * tokens 135.9 / 140.2 us against 140.4 / 151.6 with 6 blocks and 145.7 / 150.1 unbounded), group
+ * 32 from k = 2048 (128256 x 2048 at 1 / 8 tokens 100.6 / 114.3 against 118.5 / 129.3 and 114.4 /
+ * 123.0; 128256 x 4096 193.2 / 223.4 against 228.5 / 252.6 and 216.9 / 260.4). H200,
+ * docs/PERF_LOG.md run 55. */
+inline void plan_mma(const Call &c, Dispatch *p)
+{
+    const bool deep = c.group == 32 ? c.k >= 2048 : c.k >= 4096 && c.m >= 4;
+    p->path = ApplyPath::kMma;
+    p->row_tiles = p->token_tiles = 1;
+    p->mma_prefetch = deep ? 2 : 3;
+    p->mma_min_blocks = deep ? 8 : 6;
+}
+
 /* The automatic choice for a call under the test flags `refuse` (RADIANCE_GPU_TEST_*, 0 outside
  * the tests). */
 template <class Facts>
@@ -422,11 +444,11 @@ Dispatch decide(const Call &c, Facts &f, int refuse)
                               (c.m >= kSharedXMinTokens && !(refuse & RADIANCE_GPU_TEST_NO_SHARED_X));
         if (big_groups && shared_x && plan_stream_shared_x(c, f, 1, 4, kSharedXMinWarps, false, &p)) return p;
         if (c.m > 6 && c.k / 128 >= kWgmma8MinSteps && wgmma() && plan_wgmma(f, 8, refuse, &p)) return p;
-        p.row_tiles = p.token_tiles = 1;
         if (!big_groups) {
-            p.path = ApplyPath::kMma;
+            plan_mma(c, &p);
             return p;
         }
+        p.row_tiles = p.token_tiles = 1;
         /* lanes of tokens past m clamp their activation loads (m = 1: 180 against 188 us) or
          * skip them (m = 4: 200 against 204): H200, 248320 x 5120, docs/PERF_LOG.md item 24 */
         p.path = ApplyPath::kStream;

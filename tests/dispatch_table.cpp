@@ -51,7 +51,10 @@ std::string describe(const Dispatch &d)
         snprintf(buf, sizeof buf, "vector, %d-token tiles, k %s (apply_vector)", d.tokens,
                  d.vector_staged ? "staged in LDS" : "resident in LDS");
         break;
-    case ApplyPath::kMma: snprintf(buf, sizeof buf, "mma.sync register pipe (apply_mma)"); break;
+    case ApplyPath::kMma:
+        snprintf(buf, sizeof buf, "mma.sync register pipe, %d steps ahead, registers for %d blocks per SM (apply_mma)",
+                 d.mma_prefetch, d.mma_min_blocks);
+        break;
     case ApplyPath::kTile:
         snprintf(buf, sizeof buf, "tiled mma.sync, %d tokens per warp (apply_mma)", 8 * d.token_tiles);
         break;

@@ -127,6 +127,40 @@ def test_apply_gpu_matches_float64(m, k, group_size):
     assert_within_bf16_of_float64(got, x, packed, scales, group_size, bias, seed, folded=folds(m, group_size))
 
 
+# The register pipe for 1-8 tokens with groups under 128 (hip/dispatch.h, plan_mma) in both of its
+# shapes: 3 steps ahead with registers for 6 blocks per SM, and 2 steps ahead for 8 blocks (whose
+# registers spill a few bytes to the stack) for group 64 with k >= 4096 from 4 tokens and group 32
+# from k = 2048 (2080: 65 groups of 32). n odd, k past
+# a multiple of 512 (4160 = 65 groups of 64), outlier rows. Which shape ran is read from the
+# profiler (sm_80 and later; not under compute-sanitizer: RADIANCE_TEST_NO_PROFILER=1).
+@pytest.mark.parametrize("m", [1, 3, 4, 5, 8])
+@pytest.mark.parametrize("k, group_size", [(576, 64), (1376, 32), (2080, 32), (4096, 32), (4160, 64), (8192, 64)])
+def test_apply_gpu_register_pipe_matches_float64(m, k, group_size):
+    if torch.version.cuda is None or torch.cuda.get_device_capability() < (8, 0):
+        pytest.skip("the register pipe is the mma.sync kernel of NVIDIA sm_80 and later")
+    rng, seed = fresh_rng()
+    n = int(rng.integers(2000, 9000)) | 1
+    w = weights(rng, n, k, "outliers").astype(BF16)
+    packed, scales = radiance.quantize_rows(w, group_size)
+    x = (rng.standard_normal((m, k)) * 2).astype(BF16)
+    bias = rng.standard_normal(n).astype(BF16) if m % 2 else None
+    out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device=DEV)  # poisoned
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        radiance.apply(to_torch(x), to_torch(packed), to_torch(scales),
+                       None if bias is None else to_torch(bias), group_size, out=out)
+        torch.cuda.synchronize()
+    if os.environ.get("RADIANCE_TEST_NO_PROFILER") != "1":
+        # apply_mma_kernel<group, 1, 1, steps ahead, blocks per SM>
+        deep = k >= 2048 if group_size == 32 else k >= 4096 and m >= 4
+        ahead, blocks = (2, 8) if deep else (3, 6)
+        shape = f"<{group_size}, 1, 1, {ahead}, {blocks}>"
+        ran = [e.name for e in prof.events() if "apply_mma_kernel<" in e.name]
+        assert len(ran) == 1 and shape in ran[0], (shape, ran)
+    got = to_numpy(out).astype(np.float64)
+    assert np.isfinite(got).all(), f"unwritten outputs (seed {seed})"
+    assert_within_bf16_of_float64(got, x, packed, scales, group_size, bias, seed, folded=folds(m, group_size))
+
+
 # Every tile the planner picks from 9 tokens (hip/dispatch.h, decide and fold_tile): the split-k
 # stream kernel for 9-16 tokens where the halves of k fit (and, with NO_SHARED_X, the wgmma kernel
 # instead), and each tile of the folding wgmma kernel (16 and 32 tokens for groups under 128; 48;

@@ -73,8 +73,11 @@ int variant_plan(const ApplyArgs &a, const Variant &v, ApplyPlan *p)
     bool ok = true;
     switch (v.kind) {
     case kVarMma:
-        p->path = ApplyPath::kMma;
-        p->row_tiles = p->token_tiles = 1;
+        plan_mma(call_of(a), p);
+        if (v.p0 > 0) {
+            p->mma_prefetch = v.p0;
+            p->mma_min_blocks = v.p1;
+        }
         break;
     case kVarTile:
         p->path = ApplyPath::kTile;
