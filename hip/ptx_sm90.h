@@ -286,7 +286,7 @@ __device__ __forceinline__ void rad_cluster_fence_mbarrier_init()
  * hazard is this thread's earlier reads of its own block's shared memory, which a release at CTA
  * scope (mbarrier.arrive's default semantics) orders before the arrival (MEMBAR.ALL.CTA). At
  * cluster scope ptxas adds a MEMBAR.ALL.GPU, which waits for every global store in flight: the
- * split-k stream kernel ran 1-4 % slower so (docs/PERF_LOG.md, run 54). */
+ * split-k stream kernel ran 1-5 % slower so (docs/PERF_LOG.md, run 54). */
 __device__ __forceinline__ void rad_cluster_mbarrier_arrive_remote(unsigned cluster_bar)
 {
     asm volatile("mbarrier.arrive.release.cta.shared::cluster.b64 _, [%0];" ::"r"(cluster_bar) : "memory");
