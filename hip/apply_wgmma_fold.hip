@@ -21,11 +21,12 @@
  * and where its second half lies wholly past k (k % 128 in 1 .. 64: 576, SmolLM2's hidden size)
  * that half issues no wgmmas.
  *
- * A tile is 64 CWG rows x TOKENS tokens; blocks are persistent (one per SM, tiles blockIdx.x, +
- * gridDim.x, ...), and the producer runs on into the next tile's steps while the consumers write
- * a tile out, so heads with few steps per row (k <= 1024) keep the ring full across tiles. The
- * planner (dispatch.h, fold_tile) splits the tokens into equal chunks of at most 256, each rounded
- * up to 16, 32, 48 or a multiple of 32, so no token count wastes more than 31 tokens per chunk.
+ * A tile is 64 CWG rows x TOKENS tokens; blocks are persistent (one per SM, two in the benchmark
+ * build's tiles of RAD_FOLD_TILES_TWO_PER_SM; tiles blockIdx.x, + gridDim.x, ...), and the
+ * producer runs on into the next tile's steps while the consumers write a tile out, so heads with
+ * few steps per row (k <= 1024) keep the ring full across tiles. The planner (dispatch.h,
+ * fold_tile) splits the tokens into equal chunks of at most 256, each rounded up to 16, 32, 48 or
+ * a multiple of 32, so no token count wastes more than 31 tokens per chunk.
  *
  * What happens between two tiles idles the tensor pipe (both consumer warpgroups work on the same
  * tile), so it is kept short (docs/PERF_LOG.md, 2026-12-02 third session: about 12000 cycles per
@@ -48,19 +49,36 @@ struct FoldSet { /* a compile-time index: which half of a step (and fragment set
     static constexpr int value = V;
 };
 
-template <int TOKENS, int CWG>
+/* BLOCKS: blocks per SM (the library's tiles 1; the benchmark build's variants also 2, which
+ * halves the shared memory and the registers of a block) */
+template <int TOKENS, int CWG, int BLOCKS = 1>
 struct FoldCfg {
     static constexpr int rows = 64 * CWG;
     static constexpr int wbytes = rows * 64; /* the weights of one step: rows x 16 words */
     static constexpr int stage_bytes = wbytes + TOKENS * 256;
-    static constexpr int stages_fit = (227 * 1024 - 1024 - 16 * 8) / stage_bytes;
+    /* a block's shared memory: 227 KB alone; of two, each half the SM's 228 KB less the 1 KB the
+     * SM keeps per block */
+    static constexpr int smem_budget = BLOCKS == 1 ? 227 * 1024 : 228 * 1024 / BLOCKS - 1024;
+    static constexpr int stages_fit = (smem_budget - 1024 - 16 * 8) / stage_bytes;
     static constexpr int stages = stages_fit > 8 ? 8 : stages_fit;
     static constexpr int smem = 1024 + stages * stage_bytes + 16 * stages;
     static constexpr int threads = 128 * (CWG + 1);
-    /* registers per thread after setmaxnreg (the SM has 65536): 2 consumer warpgroups
-     * 2 x 128 x 232 + 128 x 40 = 64512; 3: 3 x 128 x 160 + 128 x 24 = 64512 */
-    static constexpr int consumer_regs = CWG == 2 ? 232 : 160;
-    static constexpr int producer_regs = CWG == 2 ? 40 : 24;
+    /* registers per thread at launch: what __launch_bounds__(threads, BLOCKS) leaves (the SM has
+     * 65536, given out 8 per thread at a time; ptxas takes all of it in a kernel with setmaxnreg) */
+    static constexpr int launch_regs = 65536 / (threads * BLOCKS) / 8 * 8;
+    /* and after setmaxnreg. The producer's release goes to its block's pool, from which the
+     * consumers' increase is served, and an increase the pool cannot serve waits for ever: so a
+     * block's registers after both may not exceed its registers at launch. Alone, 2 consumer
+     * warpgroups 2 x 232 + 40 = 3 x 168, 3: 3 x 160 + 24 <= 4 x 128; two blocks per SM, 1 consumer
+     * warpgroup 208 + 48 = 2 x 128, 2: 2 x 104 + 32 = 3 x 80 (2 x 112 + 32 hung: docs/PERF_LOG.md,
+     * run 56) */
+    static constexpr int consumer_regs = BLOCKS == 1 ? (CWG == 2 ? 232 : 160) : (CWG == 2 ? 104 : 208);
+    static constexpr int producer_regs = BLOCKS == 1 ? (CWG == 2 ? 40 : 24) : (CWG == 2 ? 32 : 48);
+    static_assert(BLOCKS == 1 || BLOCKS == 2, "one or two blocks per SM");
+    static_assert(BLOCKS == 1 || CWG <= 2, "two blocks of 3 consumer warpgroups have too few registers");
+    static_assert(stages >= 2, "a ring of at least two slots");
+    static_assert(CWG * consumer_regs + producer_regs <= (CWG + 1) * launch_regs,
+                  "setmaxnreg: the consumers' increase served from the producer's release");
     /* the TMA-store epilogue needs every warpgroup's box (64 rows x TOKENS bf16) inside one ring
      * slot, and token blocks in pairs (one stmatrix .x4 holds 16 tokens of 16 rows) */
     static constexpr bool tstore_fits = TOKENS % 16 == 0 && CWG * 128 * TOKENS <= stage_bytes;
@@ -138,7 +156,7 @@ __device__ __forceinline__ void fold_pin(float (&acc)[NA])
  * the slot is released once the store has read it. The warpgroup goes on to its next tile without
  * waiting for the global writes. Which tiles take it: fold_tile (dispatch.h), where it pays.
  * (Cluster pairs sharing each activation box by TMA multicast lost: docs/PERF_LOG.md, run 53.) */
-template <int TOKENS, int CWG, bool TSTORE>
+template <int TOKENS, int CWG, bool TSTORE, int BLOCKS>
 __device__ __forceinline__ void fold_body(const uint16_t *__restrict__ x, int64_t m, int64_t k,
                                           const uint16_t *__restrict__ scales, const uint16_t *__restrict__ bias,
                                           int64_t n, uint16_t *__restrict__ out, int group_shift, int64_t token_chunks,
@@ -146,7 +164,7 @@ __device__ __forceinline__ void fold_body(const uint16_t *__restrict__ x, int64_
                                           const rad_tma_desc_t *omap)
 {
 #if defined(RAD_HAS_WGMMA)
-    using Cfg = FoldCfg<TOKENS, CWG>;
+    using Cfg = FoldCfg<TOKENS, CWG, BLOCKS>;
     static_assert(!TSTORE || Cfg::tstore_fits, "the TMA-store epilogue: every box inside one slot, token blocks in pairs");
     constexpr int S = Cfg::stages;
     constexpr int NA = TOKENS / 2;
@@ -344,15 +362,15 @@ __device__ __forceinline__ void fold_body(const uint16_t *__restrict__ x, int64_
 #endif
 }
 
-template <int TOKENS, int CWG, bool TSTORE>
-__global__ void __launch_bounds__(128 * (CWG + 1), 1)
+template <int TOKENS, int CWG, bool TSTORE, int BLOCKS>
+__global__ void __launch_bounds__(128 * (CWG + 1), BLOCKS)
 apply_wgmma_fold_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const uint16_t *__restrict__ scales,
                         const uint16_t *__restrict__ bias, int64_t n, uint16_t *__restrict__ out, int group_shift,
                         int64_t token_chunks, int64_t tiles, const RAD_GRID_CONSTANT rad_tma_desc_t xmap,
                         const RAD_GRID_CONSTANT rad_tma_desc_t wmap, const RAD_GRID_CONSTANT rad_tma_desc_t omap)
 {
-    fold_body<TOKENS, CWG, TSTORE>(x, m, k, scales, bias, n, out, group_shift, token_chunks, tiles, &xmap, &wmap,
-                                   &omap);
+    fold_body<TOKENS, CWG, TSTORE, BLOCKS>(x, m, k, scales, bias, n, out, group_shift, token_chunks, tiles, &xmap,
+                                           &wmap, &omap);
 }
 
 using FoldKernel = void (*)(const uint16_t *, int64_t, int64_t, const uint16_t *, const uint16_t *, int64_t,
@@ -362,14 +380,15 @@ using FoldKernel = void (*)(const uint16_t *, int64_t, int64_t, const uint16_t *
 /* Which kernels of a tile this build holds: with the TMA store where fold_tile (dispatch.h) may take
  * it; with the stores from the registers where fold_tile_without_tstore may (not 128 and 160
  * tokens with 2 consumer warpgroups, which fold_tile takes only written by TMA). The benchmark build
- * holds both wherever they fit, for its variants. */
-template <int TOKENS, int CWG>
+ * holds both wherever they fit, for its variants, and the tiles of two blocks per SM
+ * (RAD_FOLD_TILES_TWO_PER_SM). */
+template <int TOKENS, int CWG, int BLOCKS>
 constexpr bool fold_tstore_built()
 {
 #if defined(RADIANCE_KERNEL_VARIANTS)
-    return FoldCfg<TOKENS, CWG>::tstore_fits;
+    return FoldCfg<TOKENS, CWG, BLOCKS>::tstore_fits;
 #else
-    return FoldCfg<TOKENS, CWG>::tstore_fits && fold_tstore_taken(TOKENS, CWG, 32); /* the smallest k */
+    return FoldCfg<TOKENS, CWG, BLOCKS>::tstore_fits && fold_tstore_taken(TOKENS, CWG, 32); /* the smallest k */
 #endif
 }
 
@@ -384,33 +403,44 @@ constexpr bool fold_plain_built()
 }
 
 /* The kernel of a tile, written by TMA or not; NULL where this build does not hold it. */
-template <int TOKENS, int CWG>
+template <int TOKENS, int CWG, int BLOCKS>
 FoldKernel fold_kernel(bool tstore)
 {
-    if constexpr (fold_tstore_built<TOKENS, CWG>())
-        if (tstore) return apply_wgmma_fold_kernel<TOKENS, CWG, true>;
+    if constexpr (fold_tstore_built<TOKENS, CWG, BLOCKS>())
+        if (tstore) return apply_wgmma_fold_kernel<TOKENS, CWG, true, BLOCKS>;
     if constexpr (fold_plain_built<TOKENS, CWG>())
-        if (!tstore) return apply_wgmma_fold_kernel<TOKENS, CWG, false>;
+        if (!tstore) return apply_wgmma_fold_kernel<TOKENS, CWG, false, BLOCKS>;
     return NULL;
 }
 
-template <int TOKENS, int CWG>
+template <int TOKENS, int CWG, int BLOCKS>
 rad_error_t launch_fold(const ApplyArgs &a, const ApplyPlan &p)
 {
-    using Cfg = FoldCfg<TOKENS, CWG>;
+    using Cfg = FoldCfg<TOKENS, CWG, BLOCKS>;
     const int64_t row_blocks = (a.n + Cfg::rows - 1) / Cfg::rows;
     const int64_t chunks = (a.m + TOKENS - 1) / TOKENS;
     const int64_t tiles = row_blocks * chunks;
     if (tiles > 0x7fffffffLL || a.n > 0x7fffffffLL || a.m > 0x7fffffffLL) return (rad_error_t)RADIANCE_GPU_EINVAL;
-    const FoldKernel kernel = fold_kernel<TOKENS, CWG>(p.fold_tstore);
+    const FoldKernel kernel = fold_kernel<TOKENS, CWG, BLOCKS>(p.fold_tstore);
     if (kernel == NULL) return (rad_error_t)RADIANCE_GPU_EINVAL;
     rad_error_t err = rad_func_set_max_dynamic_smem(kernel, Cfg::smem);
     if (err != RAD_SUCCESS) return err;
     int group_shift = 0;
     while ((1 << group_shift) < a.group) group_shift++;
-    /* persistent: one block per SM (the shared memory allows no more), each looping over tiles */
-    const int64_t sms = per_device_cached<rad_sm_count>();
-    const int64_t blocks = sms < tiles ? sms : tiles;
+    /* persistent: BLOCKS blocks per SM (the shared memory allows no more), each looping over tiles;
+     * two only where the SM's shared memory is all given to shared memory (a hint to the driver)
+     * and the occupancy query agrees, else one */
+    int64_t per_sm = 1;
+    if (BLOCKS > 1) {
+        err = rad_func_prefer_max_smem(kernel);
+        if (err != RAD_SUCCESS) return err;
+        int fit = 0;
+        err = rad_occupancy_blocks_per_sm(&fit, kernel, Cfg::threads, Cfg::smem);
+        if (err != RAD_SUCCESS) return err;
+        per_sm = fit < BLOCKS ? (fit > 1 ? fit : 1) : BLOCKS;
+    }
+    const int64_t slots = per_sm * per_device_cached<rad_sm_count>();
+    const int64_t blocks = slots < tiles ? slots : tiles;
     kernel<<<(unsigned)blocks, Cfg::threads, Cfg::smem, a.stream>>>(a.x, a.m, a.k, a.scales, a.bias, a.n, a.out,
                                                                     group_shift, chunks, tiles, p.xmap, p.wmap, p.omap);
     return rad_get_last_error();
@@ -418,26 +448,40 @@ rad_error_t launch_fold(const ApplyArgs &a, const ApplyPlan &p)
 
 } // namespace
 
-/* The tiles fold_tile (dispatch.h) names: (tokens, consumer warpgroups). */
+/* The tiles fold_tile (dispatch.h) names: (tokens, consumer warpgroups), one block per SM. */
 #define RAD_FOLD_TILES(X) \
-    X(16, 3)              \
-    X(32, 3)              \
-    X(48, 3)              \
-    X(64, 3)              \
-    X(96, 3)              \
-    X(128, 3)             \
-    X(160, 3)             \
-    X(128, 2)             \
-    X(160, 2)             \
-    X(192, 2)             \
-    X(224, 2)             \
-    X(256, 2)
+    X(16, 3, 1)           \
+    X(32, 3, 1)           \
+    X(48, 3, 1)           \
+    X(64, 3, 1)           \
+    X(96, 3, 1)           \
+    X(128, 3, 1)          \
+    X(160, 3, 1)          \
+    X(128, 2, 1)          \
+    X(160, 2, 1)          \
+    X(192, 2, 1)          \
+    X(224, 2, 1)          \
+    X(256, 2, 1)
+
+/* The benchmark build's tiles of two blocks per SM (docs/PERF_LOG.md, twelfth round: prepared, not
+ * yet run): a block's epilogue overlaps the other's steps, and the smaller tiles fill the last round
+ * of tiles better (128256 x 4096 at 96 tokens: 668 tiles of 192 rows are 5.06 rounds of 132
+ * blocks, 1002 of 128 rows 3.80 rounds of 264) */
+#define RAD_FOLD_TILES_TWO_PER_SM(X) \
+    X(64, 1, 2)                      \
+    X(96, 1, 2)                      \
+    X(128, 1, 2)                     \
+    X(64, 2, 2)                      \
+    X(96, 2, 2)
 
 rad_error_t launch_wgmma_fold(const ApplyArgs &a, const ApplyPlan &p)
 {
-#define RAD_FOLD_CASE(T, C) \
-    if (p.tokens == T && p.consumer_wgs == C) return launch_fold<T, C>(a, p);
+#define RAD_FOLD_CASE(T, C, B) \
+    if (p.tokens == T && p.consumer_wgs == C && p.fold_blocks_per_sm == B) return launch_fold<T, C, B>(a, p);
     RAD_FOLD_TILES(RAD_FOLD_CASE)
+#if defined(RADIANCE_KERNEL_VARIANTS)
+    RAD_FOLD_TILES_TWO_PER_SM(RAD_FOLD_CASE)
+#endif
 #undef RAD_FOLD_CASE
     return (rad_error_t)RADIANCE_GPU_EINVAL;
 }

@@ -49,6 +49,10 @@ typedef hipError_t rad_error_t;
 #define rad_func_set_max_dynamic_smem(func, bytes) \
     hipFuncSetAttribute((const void *)(func), hipFuncAttributeMaxDynamicSharedMemorySize, (bytes))
 #define rad_occupancy_blocks_per_sm hipOccupancyMaxActiveBlocksPerMultiprocessor
+/* a hint: the SM's on-chip memory all given to shared memory (its carveout), for kernels of
+ * several large-shared-memory blocks per SM */
+#define rad_func_prefer_max_smem(func) \
+    hipFuncSetAttribute((const void *)(func), hipFuncAttributePreferredSharedMemoryCarveout, 100)
 #define RAD_DEV_ATTR_SM_COUNT hipDeviceAttributeMultiprocessorCount
 #define RAD_DEV_ATTR_SMEM_OPTIN hipDeviceAttributeSharedMemPerBlockOptin
 #define rad_device_get_attribute hipDeviceGetAttribute
@@ -73,6 +77,8 @@ typedef cudaError_t rad_error_t;
 #define rad_func_set_max_dynamic_smem(func, bytes) \
     cudaFuncSetAttribute((func), cudaFuncAttributeMaxDynamicSharedMemorySize, (bytes))
 #define rad_occupancy_blocks_per_sm cudaOccupancyMaxActiveBlocksPerMultiprocessor
+#define rad_func_prefer_max_smem(func) \
+    cudaFuncSetAttribute((func), cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared)
 #define RAD_DEV_ATTR_SM_COUNT cudaDevAttrMultiProcessorCount
 #define RAD_DEV_ATTR_SMEM_OPTIN cudaDevAttrMaxSharedMemoryPerBlockOptin
 #define rad_device_get_attribute cudaDeviceGetAttribute

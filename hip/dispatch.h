@@ -141,9 +141,11 @@ struct Dispatch {
      * (in `tokens`) in steps of 32, both tensor maps (the weights' boxes 64 consumer_wgs rows);
      * `blocks` > 0: persistent, one block per SM looping over tiles. kWgmmaFold: `tokens` and
      * consumer_wgs name its tile (always persistent, both tensor maps); fold_tstore: the tile
-     * written out through the TMA engine (the output's tensor map too; plan_wgmma_fold) */
+     * written out through the TMA engine (the output's tensor map too; plan_wgmma_fold);
+     * fold_blocks_per_sm: 1 (the benchmark build's variants: also 2) */
     int consumer_wgs, a_sets;
     bool fold_tstore;
+    int fold_blocks_per_sm;
     /* kStreamSharedX: steps per ring slot, warps per block, blocks (at most one per SM), dynamic
      * shared memory bytes (the rings and the activations), all from plan_stream_shared_x; smem
      * also kVector's */
@@ -296,13 +298,15 @@ bool plan_wgmma_ws(Facts &f, WsTile w, int refuse, Dispatch *p)
 }
 
 /* A tile of the folding wgmma kernel (apply_wgmma_fold.hip): tokens (16, 32, 48, then 64 to 256
- * in steps of 32), consumer warpgroups of 64 rows (the pairs RAD_FOLD_TILES instantiates), and
- * whether the tile is written out through the TMA engine (its TMA-store epilogue: a warpgroup hands
- * its finished tile to the copy engine and starts the next one, instead of 2-byte stores from its
- * registers; the output's tensor map needed). */
+ * in steps of 32), consumer warpgroups of 64 rows (the pairs RAD_FOLD_TILES instantiates), whether
+ * the tile is written out through the TMA engine (its TMA-store epilogue: a warpgroup hands its
+ * finished tile to the copy engine and starts the next one, instead of 2-byte stores from its
+ * registers; the output's tensor map needed), and the blocks per SM (1; the benchmark build's
+ * variants also 2, RAD_FOLD_TILES_TWO_PER_SM). */
 struct FoldTile {
     int tokens, consumer_wgs;
     bool tstore;
+    int blocks_per_sm = 1;
 };
 
 /* Hidden sizes up to these many columns give a tile few 128-column steps, so that what happens
@@ -348,8 +352,12 @@ inline FoldTile fold_tile(int64_t m, int64_t k)
 }
 
 /* The tile where the output's tensor map is refused: the stores from the registers, with the
- * warpgroups fold_register_store_wgs gives such a tile */
-inline FoldTile fold_tile_without_tstore(FoldTile w) { return {w.tokens, fold_register_store_wgs(w.tokens), false}; }
+ * warpgroups fold_register_store_wgs gives such a tile (two blocks per SM: the same warpgroups) */
+inline FoldTile fold_tile_without_tstore(FoldTile w)
+{
+    const int wgs = w.blocks_per_sm == 1 ? fold_register_store_wgs(w.tokens) : w.consumer_wgs;
+    return {w.tokens, wgs, false, w.blocks_per_sm};
+}
 
 /* The folding kernel with tile `w`, where k is a multiple of 32 (the weights' map needs a row
  * pitch of 16 bytes) and both its tensor maps are granted; any group size. A tile written by TMA
@@ -366,6 +374,7 @@ bool plan_wgmma_fold(const Call &c, Facts &f, FoldTile w, int refuse, Dispatch *
     p->tokens = w.tokens;
     p->consumer_wgs = w.consumer_wgs;
     p->fold_tstore = w.tstore;
+    p->fold_blocks_per_sm = w.blocks_per_sm;
     return true;
 }
 

@@ -32,7 +32,9 @@ __device__ __forceinline__ uint64_t rad_wgmma_desc_sw128(const void *smem)
            ((uint64_t)1 << 62);
 }
 /* Move registers between the warpgroups of a warp-specialized block (all warps of a warpgroup
- * execute it): dec gives registers back, inc waits until the pool can grant them. */
+ * execute it): dec gives registers back to the block's pool, inc waits until that pool can grant
+ * them. Only the block's own dec fills it, so the warpgroups' counts after both may add up to no
+ * more than the block had at launch, or inc waits for ever (FoldCfg, apply_wgmma_fold.hip). */
 template <int R>
 __device__ __forceinline__ void rad_setmaxnreg_dec() { asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(R)); }
 template <int R>

@@ -109,8 +109,10 @@ int variant_plan(const ApplyArgs &a, const Variant &v, ApplyPlan *p)
         if (ok) *p = plan_of(*p, f);
         break;
     case kVarFold:
-        /* p2 = 1: written by TMA (where the output's map is granted, else not applicable) */
-        ok = wgmma_built() && plan_wgmma_fold(call_of(a), f, FoldTile{v.p0, v.p1, v.p2 == 1}, 0, p) &&
+        /* p2 = 1: written by TMA (where the output's map is granted, else not applicable); p3 blocks
+         * per SM (0: 1) */
+        ok = wgmma_built() &&
+             plan_wgmma_fold(call_of(a), f, FoldTile{v.p0, v.p1, v.p2 == 1, v.p3 > 0 ? v.p3 : 1}, 0, p) &&
              p->fold_tstore == (v.p2 == 1);
         if (ok) *p = plan_of(*p, f);
         break;
