@@ -463,9 +463,9 @@ rad_error_t launch_fold(const ApplyArgs &a, const ApplyPlan &p)
     X(224, 2, 1)          \
     X(256, 2, 1)
 
-/* The benchmark build's tiles of two blocks per SM (docs/PERF_LOG.md, twelfth round: prepared, not
- * yet run): a block's epilogue overlaps the other's steps, and the smaller tiles fill the last round
- * of tiles better (128256 x 4096 at 96 tokens: 668 tiles of 192 rows are 5.06 rounds of 132
+/* The benchmark build's tiles of two blocks per SM (docs/PERF_LOG.md, twelfth round, run 56: not
+ * yet measured): a block's epilogue overlaps the other's steps, and the smaller tiles fill the last
+ * round of tiles better (128256 x 4096 at 96 tokens: 668 tiles of 192 rows are 5.06 rounds of 132
  * blocks, 1002 of 128 rows 3.80 rounds of 264) */
 #define RAD_FOLD_TILES_TWO_PER_SM(X) \
     X(64, 1, 2)                      \
