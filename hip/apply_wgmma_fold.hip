@@ -56,9 +56,9 @@ struct FoldCfg {
     static constexpr int rows = 64 * CWG;
     static constexpr int wbytes = rows * 64; /* the weights of one step: rows x 16 words */
     static constexpr int stage_bytes = wbytes + TOKENS * 256;
-    /* a block's shared memory: 227 KB alone; of two, each half the SM's 228 KB less the 1 KB the
-     * SM keeps per block */
-    static constexpr int smem_budget = BLOCKS == 1 ? 227 * 1024 : 228 * 1024 / BLOCKS - 1024;
+    /* a block's shared memory: its share of the SM's 228 KB less the 1 KB the SM keeps per block
+     * (alone 227 KB) */
+    static constexpr int smem_budget = 228 * 1024 / BLOCKS - 1024;
     static constexpr int stages_fit = (smem_budget - 1024 - 16 * 8) / stage_bytes;
     static constexpr int stages = stages_fit > 8 ? 8 : stages_fit;
     static constexpr int smem = 1024 + stages * stage_bytes + 16 * stages;
@@ -413,6 +413,23 @@ FoldKernel fold_kernel(bool tstore)
     return NULL;
 }
 
+/* The blocks per SM a tile of BLOCKS > 1 runs at (its kernel written by TMA or not): the SM's
+ * on-chip memory all asked for shared memory (a hint to the driver), then as many as the occupancy
+ * query grants, at most BLOCKS and at least 1; 0 where the runtime refuses the attributes or the
+ * query. Looked up once per device (per_device_cached), not at every launch. */
+template <int TOKENS, int CWG, int BLOCKS, bool TSTORE>
+int fold_blocks_per_sm(void)
+{
+    using Cfg = FoldCfg<TOKENS, CWG, BLOCKS>;
+    const FoldKernel kernel = fold_kernel<TOKENS, CWG, BLOCKS>(TSTORE);
+    int fit = 0;
+    if (kernel == NULL || rad_func_set_max_dynamic_smem(kernel, Cfg::smem) != RAD_SUCCESS ||
+        rad_func_prefer_max_smem(kernel) != RAD_SUCCESS ||
+        rad_occupancy_blocks_per_sm(&fit, kernel, Cfg::threads, Cfg::smem) != RAD_SUCCESS)
+        return 0;
+    return fit < 1 ? 1 : fit > BLOCKS ? BLOCKS : fit;
+}
+
 template <int TOKENS, int CWG, int BLOCKS>
 rad_error_t launch_fold(const ApplyArgs &a, const ApplyPlan &p)
 {
@@ -428,16 +445,12 @@ rad_error_t launch_fold(const ApplyArgs &a, const ApplyPlan &p)
     int group_shift = 0;
     while ((1 << group_shift) < a.group) group_shift++;
     /* persistent: BLOCKS blocks per SM (the shared memory allows no more), each looping over tiles;
-     * two only where the SM's shared memory is all given to shared memory (a hint to the driver)
-     * and the occupancy query agrees, else one */
+     * more than one only as fold_blocks_per_sm finds */
     int64_t per_sm = 1;
-    if (BLOCKS > 1) {
-        err = rad_func_prefer_max_smem(kernel);
-        if (err != RAD_SUCCESS) return err;
-        int fit = 0;
-        err = rad_occupancy_blocks_per_sm(&fit, kernel, Cfg::threads, Cfg::smem);
-        if (err != RAD_SUCCESS) return err;
-        per_sm = fit < BLOCKS ? (fit > 1 ? fit : 1) : BLOCKS;
+    if constexpr (BLOCKS > 1) {
+        per_sm = p.fold_tstore ? per_device_cached<fold_blocks_per_sm<TOKENS, CWG, BLOCKS, true>>()
+                               : per_device_cached<fold_blocks_per_sm<TOKENS, CWG, BLOCKS, false>>();
+        if (per_sm == 0) return (rad_error_t)RADIANCE_GPU_EINVAL;
     }
     const int64_t slots = per_sm * per_device_cached<rad_sm_count>();
     const int64_t blocks = slots < tiles ? slots : tiles;
