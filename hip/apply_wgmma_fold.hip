@@ -21,12 +21,13 @@
  * and where its second half lies wholly past k (k % 128 in 1 .. 64: 576, SmolLM2's hidden size)
  * that half issues no wgmmas.
  *
- * A tile is 64 CWG rows x TOKENS tokens; blocks are persistent (one per SM, two in the benchmark
- * build's tiles of RAD_FOLD_TILES_TWO_PER_SM; tiles blockIdx.x, + gridDim.x, ...), and the
- * producer runs on into the next tile's steps while the consumers write a tile out, so heads with
- * few steps per row (k <= 1024) keep the ring full across tiles. The planner (dispatch.h,
- * fold_tile) splits the tokens into equal chunks of at most 256, each rounded up to 16, 32, 48 or
- * a multiple of 32, so no token count wastes more than 31 tokens per chunk.
+ * A tile is 64 CWG rows x TOKENS tokens; blocks are persistent (one per SM, or BLOCKS where the
+ * planner's fold_tile_two_per_sm finds that the last round of tiles fills better; tiles
+ * blockIdx.x, + gridDim.x, ...), and the producer runs on into the next tile's steps while the
+ * consumers write a tile out, so heads with few steps per row (k <= 1024) keep the ring full
+ * across tiles. The planner (dispatch.h, fold_tile) splits the tokens into equal chunks of at most
+ * 256, each rounded up to 16, 32, 48 or a multiple of 32, so no token count wastes more than 31
+ * tokens per chunk.
  *
  * What happens between two tiles idles the tensor pipe (both consumer warpgroups work on the same
  * tile), so it is kept short (docs/PERF_LOG.md, 2026-12-02 third session: about 12000 cycles per
@@ -49,8 +50,8 @@ struct FoldSet { /* a compile-time index: which half of a step (and fragment set
     static constexpr int value = V;
 };
 
-/* BLOCKS: blocks per SM (the library's tiles 1; the benchmark build's variants also 2, which
- * halves the shared memory and the registers of a block) */
+/* BLOCKS: blocks per SM (1, or 2 for the tiles of dispatch.h's fold_tile_two_per_sm and the
+ * benchmark build's variants, which halves the shared memory and the registers of a block) */
 template <int TOKENS, int CWG, int BLOCKS = 1>
 struct FoldCfg {
     static constexpr int rows = 64 * CWG;
@@ -71,7 +72,7 @@ struct FoldCfg {
      * block's registers after both may not exceed its registers at launch. Alone, 2 consumer
      * warpgroups 2 x 232 + 40 = 3 x 168, 3: 3 x 160 + 24 <= 4 x 128; two blocks per SM, 1 consumer
      * warpgroup 208 + 48 = 2 x 128, 2: 2 x 104 + 32 = 3 x 80 (2 x 112 + 32 hung: docs/PERF_LOG.md,
-     * run 56) */
+     * twelfth round, run 56) */
     static constexpr int consumer_regs = BLOCKS == 1 ? (CWG == 2 ? 232 : 160) : (CWG == 2 ? 104 : 208);
     static constexpr int producer_regs = BLOCKS == 1 ? (CWG == 2 ? 40 : 24) : (CWG == 2 ? 32 : 48);
     static_assert(BLOCKS == 1 || BLOCKS == 2, "one or two blocks per SM");
@@ -378,27 +379,28 @@ using FoldKernel = void (*)(const uint16_t *, int64_t, int64_t, const uint16_t *
                             const rad_tma_desc_t);
 
 /* Which kernels of a tile this build holds: with the TMA store where fold_tile (dispatch.h) may take
- * it; with the stores from the registers where fold_tile_without_tstore may (not 128 and 160
- * tokens with 2 consumer warpgroups, which fold_tile takes only written by TMA). The benchmark build
- * holds both wherever they fit, for its variants, and the tiles of two blocks per SM
- * (RAD_FOLD_TILES_TWO_PER_SM). */
+ * it (every tile of two blocks per SM); with the stores from the registers where
+ * fold_tile_without_tstore may (one block per SM; not 128 and 160 tokens with 2 consumer
+ * warpgroups, which fold_tile takes only written by TMA). The benchmark build holds both wherever
+ * they fit, for its variants, and more tiles of two blocks per SM (RAD_FOLD_TILES_TWO_PER_SM). */
 template <int TOKENS, int CWG, int BLOCKS>
 constexpr bool fold_tstore_built()
 {
 #if defined(RADIANCE_KERNEL_VARIANTS)
     return FoldCfg<TOKENS, CWG, BLOCKS>::tstore_fits;
 #else
-    return FoldCfg<TOKENS, CWG, BLOCKS>::tstore_fits && fold_tstore_taken(TOKENS, CWG, 32); /* the smallest k */
+    return FoldCfg<TOKENS, CWG, BLOCKS>::tstore_fits &&
+           (BLOCKS > 1 || fold_tstore_taken(TOKENS, CWG, 32)); /* the smallest k */
 #endif
 }
 
-template <int TOKENS, int CWG>
+template <int TOKENS, int CWG, int BLOCKS>
 constexpr bool fold_plain_built()
 {
 #if defined(RADIANCE_KERNEL_VARIANTS)
     return true;
 #else
-    return CWG == fold_register_store_wgs(TOKENS);
+    return BLOCKS == 1 && CWG == fold_register_store_wgs(TOKENS);
 #endif
 }
 
@@ -408,7 +410,7 @@ FoldKernel fold_kernel(bool tstore)
 {
     if constexpr (fold_tstore_built<TOKENS, CWG, BLOCKS>())
         if (tstore) return apply_wgmma_fold_kernel<TOKENS, CWG, true, BLOCKS>;
-    if constexpr (fold_plain_built<TOKENS, CWG>())
+    if constexpr (fold_plain_built<TOKENS, CWG, BLOCKS>())
         if (!tstore) return apply_wgmma_fold_kernel<TOKENS, CWG, false, BLOCKS>;
     return NULL;
 }
@@ -461,7 +463,8 @@ rad_error_t launch_fold(const ApplyArgs &a, const ApplyPlan &p)
 
 } // namespace
 
-/* The tiles fold_tile (dispatch.h) names: (tokens, consumer warpgroups), one block per SM. */
+/* The tiles fold_tile and fold_tile_two_per_sm (dispatch.h) name: (tokens, consumer warpgroups,
+ * blocks per SM). */
 #define RAD_FOLD_TILES(X) \
     X(16, 3, 1)           \
     X(32, 3, 1)           \
@@ -474,18 +477,17 @@ rad_error_t launch_fold(const ApplyArgs &a, const ApplyPlan &p)
     X(160, 2, 1)          \
     X(192, 2, 1)          \
     X(224, 2, 1)          \
-    X(256, 2, 1)
+    X(256, 2, 1)          \
+    X(48, 2, 2)           \
+    X(64, 2, 2)           \
+    X(96, 2, 2)           \
+    X(128, 1, 2)
 
-/* The benchmark build's tiles of two blocks per SM (docs/PERF_LOG.md, twelfth round, run 56: not
- * yet measured): a block's epilogue overlaps the other's steps, and the smaller tiles fill the last
- * round of tiles better (128256 x 4096 at 96 tokens: 668 tiles of 192 rows are 5.06 rounds of 132
- * blocks, 1002 of 128 rows 3.80 rounds of 264) */
+/* The benchmark build's other tiles of two blocks per SM (docs/PERF_LOG.md, thirteenth round: 1
+ * consumer warpgroup at 64 and 96 tokens, slower than 2 on every head measured in run 56) */
 #define RAD_FOLD_TILES_TWO_PER_SM(X) \
     X(64, 1, 2)                      \
-    X(96, 1, 2)                      \
-    X(128, 1, 2)                     \
-    X(64, 2, 2)                      \
-    X(96, 2, 2)
+    X(96, 1, 2)
 
 rad_error_t launch_wgmma_fold(const ApplyArgs &a, const ApplyPlan &p)
 {

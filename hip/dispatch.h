@@ -142,7 +142,7 @@ struct Dispatch {
      * `blocks` > 0: persistent, one block per SM looping over tiles. kWgmmaFold: `tokens` and
      * consumer_wgs name its tile (always persistent, both tensor maps); fold_tstore: the tile
      * written out through the TMA engine (the output's tensor map too; plan_wgmma_fold);
-     * fold_blocks_per_sm: 1 (the benchmark build's variants: also 2) */
+     * fold_blocks_per_sm: 1, or 2 for the tiles of fold_tile_two_per_sm */
     int consumer_wgs, a_sets;
     bool fold_tstore;
     int fold_blocks_per_sm;
@@ -301,8 +301,7 @@ bool plan_wgmma_ws(Facts &f, WsTile w, int refuse, Dispatch *p)
  * in steps of 32), consumer warpgroups of 64 rows (the pairs RAD_FOLD_TILES instantiates), whether
  * the tile is written out through the TMA engine (its TMA-store epilogue: a warpgroup hands its
  * finished tile to the copy engine and starts the next one, instead of 2-byte stores from its
- * registers; the output's tensor map needed), and the blocks per SM (1; the benchmark build's
- * variants also 2, RAD_FOLD_TILES_TWO_PER_SM). */
+ * registers; the output's tensor map needed), and the blocks per SM (1, or 2: fold_tile_two_per_sm). */
 struct FoldTile {
     int tokens, consumer_wgs;
     bool tstore;
@@ -351,12 +350,57 @@ inline FoldTile fold_tile(int64_t m, int64_t k)
     return {tokens, consumer_wgs, fold_tstore_taken(tokens, consumer_wgs, k)};
 }
 
-/* The tile where the output's tensor map is refused: the stores from the registers, with the
- * warpgroups fold_register_store_wgs gives such a tile (two blocks per SM: the same warpgroups) */
-inline FoldTile fold_tile_without_tstore(FoldTile w)
+/* The tile where the output's tensor map is refused: the stores from the registers, one block per
+ * SM, with the warpgroups fold_register_store_wgs gives such a tile (the library holds its tiles of
+ * two blocks per SM only written by TMA) */
+inline FoldTile fold_tile_without_tstore(FoldTile w) { return {w.tokens, fold_register_store_wgs(w.tokens), false, 1}; }
+
+/* The share of the persistent blocks' slots the last round of tiles fills, over all rounds:
+ * `tiles` tiles dealt to `slots` blocks (1 where they divide evenly) */
+inline double fold_fill(int64_t tiles, int64_t slots)
 {
-    const int wgs = w.blocks_per_sm == 1 ? fold_register_store_wgs(w.tokens) : w.consumer_wgs;
-    return {w.tokens, wgs, false, w.blocks_per_sm};
+    const int64_t rounds = (tiles + slots - 1) / slots;
+    return rounds > 0 ? (double)tiles / (double)(rounds * slots) : 1.0;
+}
+
+/* Two blocks per SM, each with smaller tiles: 33-48, 49-64 and 65-96 tokens as tiles of 48 / 64 /
+ * 96 tokens and 2 consumer warpgroups (128 rows), 97-128 as 128 tokens and 1 warpgroup (64 rows),
+ * all written by TMA. Twice the slots and tiles of 1.5 or 2 times fewer rows change how full the
+ * last round of tiles is (fold_fill), and one block's epilogue and first steps overlap the other's
+ * wgmmas. Taken where the fill rises by kFoldTwoPerSmMinGain or more, or, for k <= kFoldTstoreMaxK
+ * (few steps per tile, where the overlap weighs), where it falls by no more than 1 %. H200,
+ * docs/PERF_LOG.md thirteenth round, run 56, in one timing loop against the one-block tile at
+ * 48-128 tokens (fill of one block / two blocks; two blocks' time against one's, us):
+ * - 128256 x 4096 (0.84 / 0.95): 64 tokens 153 against 174, 96 198 / 208, 128 235 / 239;
+ * - 262144 x 640 (0.94 / 0.97; at 128 tokens 0.97 / 0.97): 64 59.2 / 71.8, 96 75.1 / 81.7, 128
+ *   93.1 / 100.4;
+ * - 151936 x 1024 and 49152 x 576 at 128 tokens (fills equal): 76.4 / 78.9 and 21.0 / 22.0 (the
+ *   latter within the spread of two timings of one plan, 21.1 and 22.8);
+ * - not taken: 262144 x 5376 (0.94 / 0.97: 64 tokens 400 / 421, but 96 552 / 519 and 128 653 /
+ *   572), 248320 x 5120 (0.98 / 0.92: 5-15 % slower), 151936 x 5120 (1.00 / 0.90: 9-18 %), 151936
+ *   x 1024 at 48-96 (1.00 / 0.90: 54.0 / 57.0 at 64, 68.3 / 67.0 at 96), 49152 x 576 at 48-96
+ *   (0.97 / 0.73: 10-18 % slower); 1 consumer warpgroup at 64 and 96 tokens: slower than 2 on every
+ *   head but 49152 x 576, where both lose.
+ * Run 57, the tile of 48 tokens at 40 and 48 (one timing loop, against the library's 48-token tile):
+ * taken on 128256 x 4096 (137.6 / 156.6 us at 40), 128256 x 2048 (71.3 / 86.4) and 262144 x 640
+ * (54.7 / 63.7); not taken on 151936 x 1024 (49.7 / 49.8), 49152 x 576 (16.9 / 14.6-16.2),
+ * 248320 x 5120 (324.5 / 313.0), 151936 x 5120 (204.6 / 191.0) and 262144 x 5376 (357.1 / 377.2:
+ * the one gain the rule leaves, as at 64 tokens). */
+constexpr double kFoldTwoPerSmMinGain = 1.08;
+
+/* The tile of two blocks per SM for one chunk of `one` (fold_tile's, 48-128 tokens), where the
+ * rule above takes it; else false, *two untouched. Where the output's map is refused,
+ * plan_wgmma_fold turns it into fold_tile_without_tstore's tile of one block per SM. */
+inline bool fold_tile_two_per_sm(const Call &c, FoldTile one, int64_t sms, FoldTile *two)
+{
+    if (c.m > 128 || one.tokens < 48 || sms < 1) return false;
+    const FoldTile w = one.tokens == 128 ? FoldTile{128, 1, true, 2} : FoldTile{one.tokens, 2, true, 2};
+    const double fill_one = fold_fill((c.n + 64 * one.consumer_wgs - 1) / (64 * one.consumer_wgs), sms);
+    const double fill_two = fold_fill((c.n + 64 * w.consumer_wgs - 1) / (64 * w.consumer_wgs), 2 * sms);
+    if (fill_two < kFoldTwoPerSmMinGain * fill_one && (c.k > kFoldTstoreMaxK || fill_two < 0.99 * fill_one))
+        return false;
+    *two = w;
+    return true;
 }
 
 /* The folding kernel with tile `w`, where k is a multiple of 32 (the weights' map needs a row
@@ -485,7 +529,11 @@ Dispatch decide(const Call &c, Facts &f, int refuse)
      * addresses, strides and swizzle, the same for both), and k % 32 == 0 always holds (a group is
      * 32-256 columns and divides k). So the older wgmma kernels or mma.sync follow. */
     const bool fold_ok = !(refuse & RADIANCE_GPU_TEST_NO_WGMMA) && f.wgmma_built();
-    if ((c.m > 32 || !big_groups) && fold_ok && plan_wgmma_fold(c, f, fold_tile(c.m, c.k), refuse, &p)) return p;
+    if ((c.m > 32 || !big_groups) && fold_ok) {
+        FoldTile w = fold_tile(c.m, c.k);
+        fold_tile_two_per_sm(c, w, f.sm_count(), &w);
+        if (plan_wgmma_fold(c, f, w, refuse, &p)) return p;
+    }
     const int tokens = c.m <= 16 ? 16 : c.m <= 32 ? 32 : c.m <= 64 ? 64 : 128;
     if (wgmma() && plan_wgmma(f, tokens, refuse, &p)) return p;
     p.path = ApplyPath::kTile;

@@ -80,8 +80,9 @@ std::string describe(const Dispatch &d)
                  d.tokens, d.consumer_wgs, d.a_sets, d.blocks > 0 ? "persistent" : "a block per tile");
         break;
     case ApplyPath::kWgmmaFold:
-        snprintf(buf, sizeof buf, "wgmma, scale folded into the weights, %d tokens, %d consumer warpgroups, persistent%s (apply_wgmma_fold)",
-                 d.tokens, d.consumer_wgs, d.fold_tstore ? ", written by TMA" : "");
+        snprintf(buf, sizeof buf, "wgmma, scale folded into the weights, %d tokens, %d consumer warpgroup%s, persistent%s%s (apply_wgmma_fold)",
+                 d.tokens, d.consumer_wgs, d.consumer_wgs == 1 ? "" : "s", d.fold_blocks_per_sm == 2 ? ", two blocks per SM" : "",
+                 d.fold_tstore ? ", written by TMA" : "");
         break;
     case ApplyPath::kWmma:
         snprintf(buf, sizeof buf, "WMMA gfx%d, %d tokens per wave (apply_wmma)", d.wmma_arch, 16 * d.token_tiles);
@@ -93,15 +94,18 @@ std::string describe(const Dispatch &d)
 
 using Rows = std::vector<std::pair<std::string, std::string>>; // (token range, kernel)
 
-// The token ranges of one (group, k) with the same kernel, m = 1 .. max_m.
-Rows rows_of(const Gpu &g, int group, int64_t k, int64_t max_m)
+// The head's rows n in the tables but where one names its own (Qwen 14B/32B's 248320)
+constexpr int64_t kDefaultRows = 248320;
+
+// The token ranges of one (group, k) with the same kernel, m = 1 .. max_m, for a head of n rows.
+Rows rows_of(const Gpu &g, int group, int64_t k, int64_t max_m, int64_t n)
 {
     FixedFacts f{g};
     Rows rows;
     std::string last;
     int64_t first = 1;
     for (int64_t m = 1; m <= max_m + 1; m++) {
-        const std::string now = m <= max_m ? describe(decide(Call{m, 248320, k, group}, f, 0)) : "";
+        const std::string now = m <= max_m ? describe(decide(Call{m, n, k, group}, f, 0)) : "";
         if (m > 1 && now != last) {
             char range[48];
             if (m - 1 == max_m) snprintf(range, sizeof range, "%lld and more", (long long)first);
@@ -123,9 +127,11 @@ std::string join(const std::vector<std::string> &items, size_t all)
     return out;
 }
 
-// One table per GPU: the ks of a group with the same rows share them, and so do groups with the
-// same rows for the same ks.
-void table(const Gpu &g, const std::vector<int> &groups, const std::vector<int64_t> &ks, int64_t max_m)
+// One table per GPU (and head rows n, which only the folding kernel's tiles of two blocks per SM
+// depend on): the ks of a group with the same rows share them, and so do groups with the same rows
+// for the same ks.
+void table(const Gpu &g, const std::vector<int> &groups, const std::vector<int64_t> &ks, int64_t max_m,
+           int64_t n = kDefaultRows)
 {
     struct Block {
         std::vector<std::string> groups, ks;
@@ -136,7 +142,7 @@ void table(const Gpu &g, const std::vector<int> &groups, const std::vector<int64
         std::vector<Block> mine;
         for (int64_t k : ks) {
             if (k % group != 0) continue;
-            const Rows rows = rows_of(g, group, k, max_m);
+            const Rows rows = rows_of(g, group, k, max_m, n);
             Block *same = nullptr;
             for (Block &b : mine)
                 if (b.rows == rows) same = &b;
@@ -154,7 +160,9 @@ void table(const Gpu &g, const std::vector<int> &groups, const std::vector<int64
             else same->groups.push_back(b.groups[0]);
         }
     }
-    printf("\n### %s\n\n| group | k | tokens | kernel |\n|---|---|---|---|\n", g.name);
+    if (n == kDefaultRows) printf("\n### %s\n", g.name);
+    else printf("\n### %s, a head of %lld rows\n", g.name, (long long)n);
+    printf("\n| group | k | tokens | kernel |\n|---|---|---|---|\n");
     for (const Block &b : blocks)
         for (const auto &row : b.rows)
             printf("| %s | %s | %s | %s |\n", join(b.groups, groups.size()).c_str(), join(b.ks, ks.size()).c_str(),
@@ -208,5 +216,9 @@ int main()
     h200_no_out.name = "H200, the output's tensor map refused (n % 8 != 0, or an output not 16-byte aligned)";
     h200_no_out.out_map = false;
     table(h200_no_out, {128}, {5120}, 300);
+    // the heads where the folding kernel's tiles of two blocks per SM fill the last round of tiles
+    // better: Llama 3 8B's 128256 rows, Gemma 3's 262144 (Gemma 3 27B's 5376 columns: not enough)
+    table(h200, {128}, {2048, 4096}, 300, 128256);
+    table(h200, {128}, {640, 5376}, 300, 262144);
     return 0;
 }

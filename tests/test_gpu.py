@@ -212,6 +212,15 @@ TMA_STORE_CASES = [
 ]
 
 
+def fold_kernel_ran(prof):
+    """The template arguments of the one folding kernel the profiler saw, as (tokens, consumer
+    warpgroups, written by TMA, blocks per SM): apply_wgmma_fold_kernel<64, 2, true, 2>."""
+    ran = [e.name for e in prof.events() if "apply_wgmma_fold_kernel<" in e.name]
+    assert len(ran) == 1, ran
+    tokens, wgs, tstore, blocks = ran[0].split("apply_wgmma_fold_kernel<")[1].split(">")[0].split(",")
+    return int(tokens), int(wgs), tstore.strip() == "true", int(blocks)
+
+
 def apply_c_entry(x, packed, scales, bias, group_size, out):
     """radiance_gpu_apply (csrc/include/radiance/radiance_gpu.h) on torch tensors, no Python checks."""
     import ctypes
@@ -246,9 +255,7 @@ def test_apply_gpu_tma_store_matches_float64_and_register_store_bit_for_bit(m, n
             apply_c_entry(*args, out=out)
             torch.cuda.synchronize()
         if os.environ.get("RADIANCE_TEST_NO_PROFILER") != "1":
-            # the kernel that ran: apply_wgmma_fold_kernel<tokens, consumer warpgroups, written by TMA>
-            ran = [e.name for e in prof.events() if "apply_wgmma_fold_kernel<" in e.name]
-            assert len(ran) == 1 and ran[0].split(">")[0].endswith("true" if name == "tma" else "false"), (name, ran)
+            assert fold_kernel_ran(prof)[2] == (name == "tma"), name
         rest = to_numpy(buf[offset + m * n :]).astype(np.float64)
         assert np.isnan(rest).all(), f"{name}: written past the output (seed {seed})"
         outs[name] = to_numpy(out)
@@ -258,6 +265,81 @@ def test_apply_gpu_tma_store_matches_float64_and_register_store_bit_for_bit(m, n
     for name in ("registers", "unaligned"):
         np.testing.assert_array_equal(outs[name].view(np.uint16), outs["tma"].view(np.uint16),
                                       err_msg=f"{name} against tma, seed {seed}")
+
+
+def fold_fill(tiles, slots):
+    rounds = -(-tiles // slots)
+    return tiles / (rounds * slots)
+
+
+def expected_fold_tile(m, n, k, sms):
+    """(tokens, consumer warpgroups, blocks per SM) of the folding tile for one chunk of 33-128 tokens
+    with the output's tensor map granted, as hip/dispatch.h states its rule (fold_tile,
+    fold_tile_two_per_sm): two blocks per SM of 128-row tiles (64-row at 128 tokens) where the last
+    round of tiles fills the SMs' slots 8 % better than one block's tiles of 192 rows (128 rows at
+    128 tokens with k <= 2048), or, with k <= 1024, no more than 1 % worse."""
+    tokens = 48 if m <= 48 else 64 if m <= 64 else 96 if m <= 96 else 128
+    wgs_one = 2 if tokens == 128 and k <= 2048 else 3
+    wgs_two = 1 if tokens == 128 else 2
+    fill_one = fold_fill(-(-n // (64 * wgs_one)), sms)
+    fill_two = fold_fill(-(-n // (64 * wgs_two)), 2 * sms)
+    if fill_two >= 1.08 * fill_one or (k <= 1024 and fill_two >= 0.99 * fill_one):
+        return tokens, wgs_two, 2
+    return tokens, wgs_one, 1
+
+
+# The folding kernel's tiles of two blocks per SM (hip/dispatch.h, fold_tile_two_per_sm), written by
+# TMA, against float64 and bit for bit against the one-block tile of the same tokens stored from the
+# registers (REFUSE_OMAP: the output's map refused, which is also the planner's fallback for them).
+# The heads: 264 tiles of 128 rows (one per block of an H200's two per SM, the last cut by n), 528
+# (two rounds), group 32 at k = 1376 (> 1024: the fills equal, so one block per SM), 24000 x 4096
+# (one block's 125 tiles fill more than 188 of two: not taken), and odd n (no output map: one block,
+# from the registers); 33-48 tokens alike (40 and 48 on the heads of 264 and 528 tiles, 45 on 24000
+# x 4096: not taken). Which tile ran is read from the profiler and must be the rule's, for this
+# GPU's SM count; on an H200 (132 SMs) the cases take both answers.
+TWO_PER_SM_CASES = [
+    (64, 33784, 2304, 256), (80, 67576, 640, 128), (120, 20000, 576, 64), (128, 33784, 5120, 128),
+    (97, 40008, 1376, 32), (64, 24000, 4096, 128), (50, 67576, 1024, 128), (96, 33783, 2304, 256),
+    (40, 33784, 5120, 128), (48, 67576, 640, 128), (45, 24000, 4096, 128), (33, 33783, 1024, 64),
+]
+
+
+@pytest.mark.parametrize("m, n, k, group_size", TWO_PER_SM_CASES)
+def test_apply_gpu_fold_two_blocks_per_sm_match_float64_and_one_block_bit_for_bit(m, n, k, group_size):
+    if torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("the folding kernel is sm_90a's")
+    sms = torch.cuda.get_device_properties(DEV).multi_processor_count
+    chunk = 48 if m <= 48 else 64 if m <= 64 else 96 if m <= 96 else 128  # fold_tile's tokens
+    want = expected_fold_tile(m, n, k, sms) if n % 8 == 0 else (chunk, 3, 1)
+    if sms == 132:  # an H100 / H200: the cases were chosen for its 264 slots
+        assert (want[2] == 2) == (n % 8 == 0 and (n, k) not in ((40008, 1376), (24000, 4096))), want
+    rng, seed = fresh_rng()
+    w = weights(rng, n, k, "outliers").astype(BF16)
+    packed, scales = radiance.quantize_rows(w, group_size)
+    x = (rng.standard_normal((m, k)) * 2).astype(BF16)
+    bias = rng.standard_normal(n).astype(BF16) if m % 2 == 0 else None
+    args = (to_torch(x), to_torch(packed), to_torch(scales), None if bias is None else to_torch(bias), group_size)
+    outs = {}
+    for name, flags in (("auto", 0), ("one block, registers", REFUSE_OMAP)):
+        out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device=DEV)  # poisoned
+        with planner_refuses(flags), torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+            radiance.apply(*args, out=out)
+            torch.cuda.synchronize()
+        if os.environ.get("RADIANCE_TEST_NO_PROFILER") != "1":
+            tokens, wgs, tstore, blocks = fold_kernel_ran(prof)
+            if name == "auto":
+                # written by TMA: every tile of two blocks or 2 warpgroups, and any from 32 tokens with
+                # k <= 1024 (fold_tile), where the output's map is granted
+                by_tma = n % 8 == 0 and (blocks == 2 or wgs == 2 or k <= 1024)
+                assert (tokens, wgs, blocks) == want and tstore == by_tma, (name, tokens, wgs, tstore, blocks, want)
+            else:
+                assert (tokens, wgs, tstore, blocks) == (want[0], 3, False, 1), (name, tokens, wgs, tstore, blocks)
+        outs[name] = to_numpy(out)
+    got = outs["auto"].astype(np.float64)
+    assert np.isfinite(got).all(), f"unwritten outputs (seed {seed})"
+    assert_within_bf16_of_float64(got, x, packed, scales, group_size, bias, seed, folded=True)
+    np.testing.assert_array_equal(outs["one block, registers"].view(np.uint16), outs["auto"].view(np.uint16),
+                                  err_msg=f"two blocks per SM against one, seed {seed}")
 
 
 @pytest.mark.parametrize("m", [1, 16, 64, 65, 200])

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# device call 1, prepared in the session of 2026-12-03 (no GPU time then), not yet run: the folding
+# device call 1 (prepared in a session of 2026-12-03 with no GPU time left, run 2026-12-03 09:55 UTC): the folding
 # kernel's tiles of two blocks per SM (RAD_FOLD_TILES_TWO_PER_SM, hip/apply_wgmma_fold.hip;
 # docs/PERF_LOG.md twelfth round, run 56). Every new variant against float64 first, then in one
 # timing loop beside the library's tile ("auto" of the same build, as A and as B) at 48-128 tokens,
 # then memcheck of two of them. One build only: the library's plan did not change.
-#   OUT=... bash benchmarks/results/h200-prepared-fold-two-per-sm/run_call1.sh
+#   OUT=... bash benchmarks/results/h200-2026-12-03-fold-two-per-sm/run_call1.sh
 set -uo pipefail
 cd "$(dirname "$0")/../../.."
 export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD/python:$PWD/tests"
@@ -13,9 +13,13 @@ trap bundle_out EXIT
 H=benchmarks/harness/gpu_kernels.py
 B2="fold1x64b2,fold1x96b2,fold1x128b2,fold2x64b2,fold2x96b2,fold1x64b2t,fold1x96b2t,fold1x128b2t,fold2x64b2t,fold2x96b2t"
 start=$SECONDS
-rm -rf build/B
-python3 $H build --lib "$PWD/build/B/lib.so" --log "$OUT/nvcc.log" >/dev/null || { tail -30 "$OUT/nvcc.log"; exit 1; }
-echo "build ($((SECONDS - start)) s)"
+if [ -f build/B/lib.so ]; then # carried from the CPU machine (same nvcc 13.0 build)
+    echo "build/B/lib.so carried: $(md5sum build/B/lib.so | cut -c1-12)"
+else
+    python3 $H build --lib "$PWD/build/B/lib.so" --log "$OUT/nvcc.log" >/dev/null || { tail -30 "$OUT/nvcc.log"; exit 1; }
+    echo "build ($((SECONDS - start)) s)"
+fi
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv,noheader
 timeout 150 python3 $H check --lib build/B/lib.so --variants "auto,fold3x96,fold2x128,$B2" >"$OUT/check.log" 2>&1
 rc=$?
 echo "check rc=$rc ($((SECONDS - start)) s) :: $(grep -E 'ALL CHECKS|FAILED' "$OUT/check.log")"
