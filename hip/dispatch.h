@@ -386,21 +386,23 @@ inline double fold_fill(int64_t tiles, int64_t slots)
  * (54.7 / 63.7); not taken on 151936 x 1024 (49.7 / 49.8), 49152 x 576 (16.9 / 14.6-16.2),
  * 248320 x 5120 (324.5 / 313.0), 151936 x 5120 (204.6 / 191.0) and 262144 x 5376 (357.1 / 377.2:
  * the one gain the rule leaves, as at 64 tokens). */
-constexpr double kFoldTwoPerSmMinGain = 1.08;
+constexpr double kFoldTwoPerSmMinGain = 1.08, kFoldTwoPerSmMaxLossSmallK = 0.99;
 
-/* The tile of two blocks per SM for one chunk of `one` (fold_tile's, 48-128 tokens), where the
- * rule above takes it; else false, *two untouched. Where the output's map is refused,
- * plan_wgmma_fold turns it into fold_tile_without_tstore's tile of one block per SM. */
-inline bool fold_tile_two_per_sm(const Call &c, FoldTile one, int64_t sms, FoldTile *two)
+/* For one chunk of fold_tile's tile `one` (48-128 tokens), the tile of two blocks per SM where the
+ * rule above takes it, else `one`. Where the output's map is refused, plan_wgmma_fold turns a tile
+ * of two blocks into fold_tile_without_tstore's tile of one block per SM. */
+inline FoldTile fold_tile_two_per_sm(const Call &c, FoldTile one, int64_t sms)
 {
-    if (c.m > 128 || one.tokens < 48 || sms < 1) return false;
-    const FoldTile w = one.tokens == 128 ? FoldTile{128, 1, true, 2} : FoldTile{one.tokens, 2, true, 2};
-    const double fill_one = fold_fill((c.n + 64 * one.consumer_wgs - 1) / (64 * one.consumer_wgs), sms);
-    const double fill_two = fold_fill((c.n + 64 * w.consumer_wgs - 1) / (64 * w.consumer_wgs), 2 * sms);
-    if (fill_two < kFoldTwoPerSmMinGain * fill_one && (c.k > kFoldTstoreMaxK || fill_two < 0.99 * fill_one))
-        return false;
-    *two = w;
-    return true;
+    if (c.m > 128 || one.tokens < 48 || sms < 1) return one;
+    const FoldTile two = one.tokens == 128 ? FoldTile{128, 1, true, 2} : FoldTile{one.tokens, 2, true, 2};
+    const auto fill = [&](const FoldTile &w) { /* one chunk: a tile per 64 x consumer_wgs rows */
+        const int64_t rows = 64 * w.consumer_wgs;
+        return fold_fill((c.n + rows - 1) / rows, sms * w.blocks_per_sm);
+    };
+    const double fill_one = fill(one), fill_two = fill(two);
+    const bool rises = fill_two >= kFoldTwoPerSmMinGain * fill_one;
+    const bool holds_small_k = c.k <= kFoldTstoreMaxK && fill_two >= kFoldTwoPerSmMaxLossSmallK * fill_one;
+    return rises || holds_small_k ? two : one;
 }
 
 /* The folding kernel with tile `w`, where k is a multiple of 32 (the weights' map needs a row
@@ -530,9 +532,7 @@ Dispatch decide(const Call &c, Facts &f, int refuse)
      * 32-256 columns and divides k). So the older wgmma kernels or mma.sync follow. */
     const bool fold_ok = !(refuse & RADIANCE_GPU_TEST_NO_WGMMA) && f.wgmma_built();
     if ((c.m > 32 || !big_groups) && fold_ok) {
-        FoldTile w = fold_tile(c.m, c.k);
-        fold_tile_two_per_sm(c, w, f.sm_count(), &w);
-        if (plan_wgmma_fold(c, f, w, refuse, &p)) return p;
+        if (plan_wgmma_fold(c, f, fold_tile_two_per_sm(c, fold_tile(c.m, c.k), f.sm_count()), refuse, &p)) return p;
     }
     const int tokens = c.m <= 16 ? 16 : c.m <= 32 ? 32 : c.m <= 64 ? 64 : 128;
     if (wgmma() && plan_wgmma(f, tokens, refuse, &p)) return p;

@@ -127,6 +127,14 @@ def test_apply_gpu_matches_float64(m, k, group_size):
     assert_within_bf16_of_float64(got, x, packed, scales, group_size, bias, seed, folded=folds(m, group_size))
 
 
+def kernel_template_args(prof, kernel):
+    """The template arguments, as strings, of the one launch of `kernel` the profiler saw:
+    ("64", "2", "true", "2") for apply_wgmma_fold_kernel<64, 2, true, 2>(...)."""
+    ran = [e.name for e in prof.events() if f"{kernel}<" in e.name]
+    assert len(ran) == 1, (kernel, ran)
+    return tuple(arg.strip() for arg in ran[0].split(f"{kernel}<")[1].split(">")[0].split(","))
+
+
 # The register pipe for 1-8 tokens with groups under 128 (hip/dispatch.h, plan_mma) in both of its
 # shapes: 3 steps ahead with registers for 6 blocks per SM, and 2 steps ahead for 8 blocks (whose
 # registers spill a few bytes to the stack) for group 64 with k >= 4096 from 4 tokens and group 32
@@ -153,9 +161,7 @@ def test_apply_gpu_register_pipe_matches_float64(m, k, group_size):
         # apply_mma_kernel<group, 1, 1, steps ahead, blocks per SM>
         deep = k >= 2048 if group_size == 32 else k >= 4096 and m >= 4
         ahead, blocks = (2, 8) if deep else (3, 6)
-        shape = f"<{group_size}, 1, 1, {ahead}, {blocks}>"
-        ran = [e.name for e in prof.events() if "apply_mma_kernel<" in e.name]
-        assert len(ran) == 1 and shape in ran[0], (shape, ran)
+        assert kernel_template_args(prof, "apply_mma_kernel") == (str(group_size), "1", "1", str(ahead), str(blocks))
     got = to_numpy(out).astype(np.float64)
     assert np.isfinite(got).all(), f"unwritten outputs (seed {seed})"
     assert_within_bf16_of_float64(got, x, packed, scales, group_size, bias, seed, folded=folds(m, group_size))
@@ -213,12 +219,10 @@ TMA_STORE_CASES = [
 
 
 def fold_kernel_ran(prof):
-    """The template arguments of the one folding kernel the profiler saw, as (tokens, consumer
-    warpgroups, written by TMA, blocks per SM): apply_wgmma_fold_kernel<64, 2, true, 2>."""
-    ran = [e.name for e in prof.events() if "apply_wgmma_fold_kernel<" in e.name]
-    assert len(ran) == 1, ran
-    tokens, wgs, tstore, blocks = ran[0].split("apply_wgmma_fold_kernel<")[1].split(">")[0].split(",")
-    return int(tokens), int(wgs), tstore.strip() == "true", int(blocks)
+    """The one folding kernel the profiler saw, as (tokens, consumer warpgroups, written by TMA,
+    blocks per SM): apply_wgmma_fold_kernel<64, 2, true, 2>."""
+    tokens, wgs, tstore, blocks = kernel_template_args(prof, "apply_wgmma_fold_kernel")
+    return int(tokens), int(wgs), tstore == "true", int(blocks)
 
 
 def apply_c_entry(x, packed, scales, bias, group_size, out):
@@ -272,13 +276,18 @@ def fold_fill(tiles, slots):
     return tiles / (rounds * slots)
 
 
+def fold_chunk_tokens(m):
+    """fold_tile's tokens for one chunk of 33-128 tokens (hip/dispatch.h)"""
+    return 48 if m <= 48 else 64 if m <= 64 else 96 if m <= 96 else 128
+
+
 def expected_fold_tile(m, n, k, sms):
     """(tokens, consumer warpgroups, blocks per SM) of the folding tile for one chunk of 33-128 tokens
     with the output's tensor map granted, as hip/dispatch.h states its rule (fold_tile,
     fold_tile_two_per_sm): two blocks per SM of 128-row tiles (64-row at 128 tokens) where the last
     round of tiles fills the SMs' slots 8 % better than one block's tiles of 192 rows (128 rows at
     128 tokens with k <= 2048), or, with k <= 1024, no more than 1 % worse."""
-    tokens = 48 if m <= 48 else 64 if m <= 64 else 96 if m <= 96 else 128
+    tokens = fold_chunk_tokens(m)
     wgs_one = 2 if tokens == 128 and k <= 2048 else 3
     wgs_two = 1 if tokens == 128 else 2
     fill_one = fold_fill(-(-n // (64 * wgs_one)), sms)
@@ -309,8 +318,7 @@ def test_apply_gpu_fold_two_blocks_per_sm_match_float64_and_one_block_bit_for_bi
     if torch.cuda.get_device_capability() != (9, 0):
         pytest.skip("the folding kernel is sm_90a's")
     sms = torch.cuda.get_device_properties(DEV).multi_processor_count
-    chunk = 48 if m <= 48 else 64 if m <= 64 else 96 if m <= 96 else 128  # fold_tile's tokens
-    want = expected_fold_tile(m, n, k, sms) if n % 8 == 0 else (chunk, 3, 1)
+    want = expected_fold_tile(m, n, k, sms) if n % 8 == 0 else (fold_chunk_tokens(m), 3, 1)
     if sms == 132:  # an H100 / H200: the cases were chosen for its 264 slots
         assert (want[2] == 2) == (n % 8 == 0 and (n, k) not in ((40008, 1376), (24000, 4096))), want
     rng, seed = fresh_rng()
