@@ -2,7 +2,10 @@
 
 export PIP_DISABLE_PIP_VERSION_CHECK=1 PYTHONUNBUFFERED=1
 
-step() { printf '\n=== %s (%s)\n' "$1" "$(date -u +%H:%M:%S)"; }
+# A step's heading, with the time and the disk free where it runs (CI's machines differ in disk).
+step() {
+    printf '\n=== %s (%s, %s free)\n' "$1" "$(date -u +%H:%M:%S)" "$(df -h . | awk 'NR == 2 {print $4}')"
+}
 
 # The command in the ```sh block right after the line <!-- NAME --> of README.md.
 readme_command() {
