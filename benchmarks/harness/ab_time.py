@@ -11,7 +11,8 @@ median), on the same operands, beside bf16 cuBLAS.
     python /tmp/A/benchmarks/harness/gpu_kernels.py build --lib /tmp/A/lib.so
     python benchmarks/harness/gpu_kernels.py build --lib build/B/lib.so
     python benchmarks/harness/ab_time.py --a /tmp/A/lib.so --b build/B/lib.so \\
-        [--heads 262144x640,128256x4096:64,...] [--m 64,128,...] [--b-variants fold2x256,...] [--round-budget 0.07]
+        [--heads 262144x640,128256x4096:64,...] [--m 64,128,...] [--b-variants fold2x256,...] [--round-budget 0.07] \\
+        [--fastest]
 
 A runs its automatic plan (variant 0). B runs its automatic plan and each of --b-variants (names
 from this tree's variants.def). A head is NxK, group 128 (64 where 128 does not divide K), or
@@ -52,6 +53,8 @@ def main():
     ap.add_argument("--m", default=TOKENS)
     ap.add_argument("--b-variants", default="", help="also these variants of B (comma-separated)")
     ap.add_argument("--round-budget", type=float, default=0.07)
+    ap.add_argument("--fastest", action="store_true",
+                    help="end each row with the fastest of A, B and B's variants, its time over A's and bf16's over it")
     args = ap.parse_args()
     lib_a, lib_b = Lib(args.a), Lib(args.b)
     extra = [v for v in args.b_variants.split(",") if v]
@@ -82,7 +85,11 @@ def main():
                     pass
             t = rounds(live, x, outs, args.round_budget)
             cells = " ".join(f"{t[name]:>16.1f}" if name in t else f"{'-':>16}" for name in fns)
-            print(f"{m:>5} {cells}   {t['B'] / t['A']:.3f}", flush=True)
+            fastest = ""
+            if args.fastest:
+                best = min((name for name in t if name != "bf16"), key=t.get)
+                fastest = f"   fastest {best} {t[best] / t['A']:.3f}, bf16 / it {t['bf16'] / t[best]:.2f}"
+            print(f"{m:>5} {cells}   {t['B'] / t['A']:.3f}{fastest}", flush=True)
         del sets, fns
         torch.cuda.empty_cache()
 

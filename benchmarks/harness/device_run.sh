@@ -24,14 +24,8 @@
 #       both automatic plans and B_VARIANTS in one timing loop; with TESTS, the library is built
 #       beside the harness builds and, after the timing, those tests of tests/test_gpu.py run, and
 #       the MEMCHECK ones under compute-sanitizer)
-set -uo pipefail
-cd "$(dirname "$0")/../.."
-OUT=${OUT:-out}
-mkdir -p "$OUT"
-. benchmarks/harness/out_files.sh
-trap bundle_out EXIT
+. "$(dirname "$0")/call_preamble.sh"
 what=${1:-all}
-export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD/python:$PWD/tests"
 
 if [ "$what" = variants ]; then
     python3 benchmarks/harness/gpu_kernels.py build --log "$OUT/nvcc.log" || { tail -30 "$OUT/nvcc.log"; exit 1; }
