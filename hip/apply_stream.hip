@@ -331,6 +331,12 @@ rad_error_t launch_stream(const ApplyArgs &a, const ApplyPlan &p)
         if (p.row_tiles == 1 && p.x_mode == kXClamp && a.k % (128 * kSuperSteps) == 0)
             kernel = g128 ? apply_stream_kernel<128, 1, kTokenTiles, kSuperSteps, kRingSlots, kXClamp, true>
                           : apply_stream_kernel<256, 1, kTokenTiles, kSuperSteps, kRingSlots, kXClamp, true>;
+#if defined(RADIANCE_KERNEL_VARIANTS)
+        /* 3-6 tokens' skipped loads with whole super-steps (streamskipwhole, run 58) */
+        if (p.row_tiles == 1 && p.x_mode == kXSkip && a.k % (128 * kSuperSteps) == 0)
+            kernel = g128 ? apply_stream_kernel<128, 1, kTokenTiles, kSuperSteps, kRingSlots, kXSkip, true>
+                          : apply_stream_kernel<256, 1, kTokenTiles, kSuperSteps, kRingSlots, kXSkip, true>;
+#endif
     } else if (p.row_tiles == 1 && p.x_mode == kXClamp)
         kernel = g128 ? apply_stream_kernel<128, 1, kTokenTiles, kSuperSteps, kRingSlots, kXClamp>
                       : apply_stream_kernel<256, 1, kTokenTiles, kSuperSteps, kRingSlots, kXClamp>;
@@ -368,7 +374,7 @@ namespace {
  * tokens' rows in global memory touch 16 L1 lines. Tokens past m are zeros (and not read: see
  * stream_warp_rows). Built with TOKEN_TILES 1, SUPER_STEPS 4 only (docs/PERF_LOG.md, run 26:
  * 203.9 against 234.3 us at 8 tokens; the 16-token instances lost to the wgmma kernel, run 31). */
-template <int GROUP, int ROW_TILES, int TOKEN_TILES, int SUPER_STEPS, int RING_SLOTS>
+template <int GROUP, int ROW_TILES, int TOKEN_TILES, int SUPER_STEPS, int RING_SLOTS, bool WHOLE = false>
 __global__ void __launch_bounds__(kStreamXsMaxWarps * 32, 1)
 apply_stream_xs_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const int32_t *__restrict__ packed,
                        const uint16_t *__restrict__ scales, const uint16_t *__restrict__ bias, int64_t n,
@@ -393,7 +399,7 @@ apply_stream_xs_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, con
     unsigned char *ring = smem + warp * (RING_SLOTS * StreamSmem<ROW_TILES, SUPER_STEPS>::slot);
     for (int64_t u = (int64_t)blockIdx.x * warps + warp; u < units; u += (int64_t)gridDim.x * warps) {
         __syncwarp(); /* every lane is done with the ring (the last unit's reads) before it refills */
-        stream_warp_rows<GROUP, ROW_TILES, TOKEN_TILES, SUPER_STEPS, RING_SLOTS, kXShared>(
+        stream_warp_rows<GROUP, ROW_TILES, TOKEN_TILES, SUPER_STEPS, RING_SLOTS, kXShared, false, WHOLE>(
             x, m, k, packed, scales, bias, n, out, u * (16 * ROW_TILES), 0, ring, xs);
     }
 #endif
@@ -406,6 +412,14 @@ rad_error_t launch_stream_xs(const ApplyArgs &a, const ApplyPlan &p)
                    uint16_t *) = nullptr;
     if (a.group == 128) kernel = apply_stream_xs_kernel<128, 1, TOKEN_TILES, SUPER_STEPS, kStreamXsRingSlots>;
     if (a.group == 256) kernel = apply_stream_xs_kernel<256, 1, TOKEN_TILES, SUPER_STEPS, kStreamXsRingSlots>;
+    if (p.whole_super) { /* no step tested against k (streamxswhole, run 58); the library's plan never asks */
+        kernel = nullptr;
+#if defined(RADIANCE_KERNEL_VARIANTS)
+        if (a.k % (128 * SUPER_STEPS) == 0)
+            kernel = a.group == 128 ? apply_stream_xs_kernel<128, 1, TOKEN_TILES, SUPER_STEPS, kStreamXsRingSlots, true>
+                                    : apply_stream_xs_kernel<256, 1, TOKEN_TILES, SUPER_STEPS, kStreamXsRingSlots, true>;
+#endif
+    }
     if (kernel == nullptr) return (rad_error_t)RADIANCE_GPU_EINVAL;
     rad_error_t err = rad_func_set_max_dynamic_smem(kernel, p.smem);
     if (err != RAD_SUCCESS) return err;

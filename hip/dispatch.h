@@ -125,7 +125,8 @@ struct Dispatch {
     bool corrupt;
     int x_mode; /* kStream: StreamX */
     /* kStream: k % 512 == 0; kStreamSharedX with k_parts 2: k % 1024 == 0 (whole super-steps in
-     * each half). Either way the kernel that tests no step against k inside its 4-step super-steps */
+     * each half), with k_parts 1 k % 512 == 0 (the benchmark build's streamxswhole only). Either way
+     * the kernel that tests no step against k inside its 4-step super-steps */
     bool whole_super;
     /* kVector: tokens per tile (1, 2, 4, 8) in `tokens`; the activations staged in chunks of
      * stage_cols columns (vector_staged) or all of k resident in LDS (stage_cols = k), smem bytes

@@ -91,11 +91,17 @@ int variant_plan(const ApplyArgs &a, const Variant &v, ApplyPlan *p)
         p->x_mode = v.p1;
         ok = big_groups;
         break;
-    case kVarStreamXs: ok = big_groups && plan_stream_shared_x(call_of(a), f, 1, 4, v.p0, v.p1 != 0, p); break;
+    case kVarStreamXs:
+        ok = big_groups && plan_stream_shared_x(call_of(a), f, 1, 4, v.p0, v.p1 != 0, p);
+        if (v.p2 == 1) { /* whole super-steps */
+            p->whole_super = true;
+            ok = ok && a.k % 512 == 0;
+        }
+        break;
     case kVarStreamWhole:
         p->path = ApplyPath::kStream;
         p->row_tiles = p->token_tiles = 1;
-        p->x_mode = kXClamp;
+        p->x_mode = v.p0;
         p->whole_super = true;
         ok = big_groups && a.k % 512 == 0;
         break;

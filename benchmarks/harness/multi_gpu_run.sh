@@ -14,12 +14,8 @@
 # Needs python3 with torch (CUDA), numpy, ml_dtypes and pytest, as benchmarks/harness/device_run.sh does;
 # the host reaches no package index, so a missing one is reported, not installed. vLLM is not
 # needed: the tests that use it skip, saying so.
-set -uo pipefail
-cd "$(dirname "$0")/../.."
-OUT=${OUT:-out}
-mkdir -p "$OUT"
+. "$(dirname "$0")/call_preamble.sh"
 what=${1:-all}
-export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD/python:$PWD/tests"
 export NCCL_NVLS_ENABLE=0  # NVLink multicast off, before any process group exists
 log="$OUT/multi_gpu.log"
 

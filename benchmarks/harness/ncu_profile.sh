@@ -5,14 +5,8 @@
 #   OUT=$OUT [KERNELS=regex] [LIB=build/B/lib.so] bash benchmarks/harness/ncu_profile.sh [m:variant[:NxK[:group]],...]
 # Only the runs' launches are profiled (gpu_kernels.py profile brackets them with cudaProfilerStart
 # and Stop). The benchmark build (gpu_kernels.py build) is made first unless LIB names one.
-set -uo pipefail
-cd "$(dirname "$0")/../.."
-OUT=${OUT:-out}
-mkdir -p "$OUT"
-. benchmarks/harness/out_files.sh
-trap bundle_out EXIT
+. "$(dirname "$0")/call_preamble.sh"
 runs=${1:-1:auto,8:auto,16:auto,64:auto,256:auto,1:vector,8:vector}
-export PYTHONUNBUFFERED=1
 if [ -z "${LIB:-}" ]; then
     python3 benchmarks/harness/gpu_kernels.py build --log "$OUT/nvcc.log" || { tail -30 "$OUT/nvcc.log"; exit 1; }
 fi
