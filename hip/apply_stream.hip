@@ -415,9 +415,10 @@ rad_error_t launch_stream_xs(const ApplyArgs &a, const ApplyPlan &p)
     if (p.whole_super) { /* no step tested against k (streamxswhole, run 58); the library's plan never asks */
         kernel = nullptr;
 #if defined(RADIANCE_KERNEL_VARIANTS)
-        if (a.k % (128 * SUPER_STEPS) == 0)
-            kernel = a.group == 128 ? apply_stream_xs_kernel<128, 1, TOKEN_TILES, SUPER_STEPS, kStreamXsRingSlots, true>
-                                    : apply_stream_xs_kernel<256, 1, TOKEN_TILES, SUPER_STEPS, kStreamXsRingSlots, true>;
+        if (a.k % (128 * SUPER_STEPS) == 0 && a.group == 128)
+            kernel = apply_stream_xs_kernel<128, 1, TOKEN_TILES, SUPER_STEPS, kStreamXsRingSlots, true>;
+        if (a.k % (128 * SUPER_STEPS) == 0 && a.group == 256)
+            kernel = apply_stream_xs_kernel<256, 1, TOKEN_TILES, SUPER_STEPS, kStreamXsRingSlots, true>;
 #endif
     }
     if (kernel == nullptr) return (rad_error_t)RADIANCE_GPU_EINVAL;
