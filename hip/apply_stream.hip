@@ -410,17 +410,17 @@ rad_error_t launch_stream_xs(const ApplyArgs &a, const ApplyPlan &p)
 {
     void (*kernel)(const uint16_t *, int64_t, int64_t, const int32_t *, const uint16_t *, const uint16_t *, int64_t,
                    uint16_t *) = nullptr;
-    if (a.group == 128) kernel = apply_stream_xs_kernel<128, 1, TOKEN_TILES, SUPER_STEPS, kStreamXsRingSlots>;
-    if (a.group == 256) kernel = apply_stream_xs_kernel<256, 1, TOKEN_TILES, SUPER_STEPS, kStreamXsRingSlots>;
-    if (p.whole_super) { /* no step tested against k (streamxswhole, run 58); the library's plan never asks */
-        kernel = nullptr;
-#if defined(RADIANCE_KERNEL_VARIANTS)
-        if (a.k % (128 * SUPER_STEPS) == 0 && a.group == 128)
-            kernel = apply_stream_xs_kernel<128, 1, TOKEN_TILES, SUPER_STEPS, kStreamXsRingSlots, true>;
-        if (a.k % (128 * SUPER_STEPS) == 0 && a.group == 256)
-            kernel = apply_stream_xs_kernel<256, 1, TOKEN_TILES, SUPER_STEPS, kStreamXsRingSlots, true>;
-#endif
+    if (!p.whole_super) {
+        if (a.group == 128) kernel = apply_stream_xs_kernel<128, 1, TOKEN_TILES, SUPER_STEPS, kStreamXsRingSlots>;
+        if (a.group == 256) kernel = apply_stream_xs_kernel<256, 1, TOKEN_TILES, SUPER_STEPS, kStreamXsRingSlots>;
     }
+#if defined(RADIANCE_KERNEL_VARIANTS)
+    /* no step tested against k (streamxswhole, run 58; the library's plan never asks for it) */
+    else if (a.k % (128 * SUPER_STEPS) == 0) {
+        if (a.group == 128) kernel = apply_stream_xs_kernel<128, 1, TOKEN_TILES, SUPER_STEPS, kStreamXsRingSlots, true>;
+        if (a.group == 256) kernel = apply_stream_xs_kernel<256, 1, TOKEN_TILES, SUPER_STEPS, kStreamXsRingSlots, true>;
+    }
+#endif
     if (kernel == nullptr) return (rad_error_t)RADIANCE_GPU_EINVAL;
     rad_error_t err = rad_func_set_max_dynamic_smem(kernel, p.smem);
     if (err != RAD_SUCCESS) return err;

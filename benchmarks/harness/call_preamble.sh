@@ -1,8 +1,9 @@
 # Sourced first by a script that one lent-GPU call runs (device_run.sh, multi_gpu_run.sh,
-# ncu_profile.sh, and the run_call*.sh under benchmarks/results/ from 2026-12-03 on): strict mode but for -e (a failed step is reported and
-# the next one runs), the repository root as the working directory, radiance's python/ and tests/
-# on the path, $OUT made (the device tool empties it before a call and returns what is under it),
-# and, at exit, every file of $OUT packed so that it comes back (out_files.sh).
+# ncu_profile.sh, and the run_call*.sh under benchmarks/results/ written from the ninth session of
+# 2026-12-03 on): strict mode but for -e (a failed step is reported and the next one runs), the
+# repository root as the working directory, radiance's python/ and tests/ on the path, $OUT made
+# (the device tool empties it before a call and returns what is under it), and, at exit, every
+# file of $OUT packed so that it comes back (out_files.sh).
 #
 #   . "$(dirname "$0")/../../harness/call_preamble.sh"     # from benchmarks/results/<run>/
 #   logged NAME SECONDS COMMAND...    # COMMAND under `timeout SECONDS`, its output in $OUT/NAME.log,
