@@ -25,8 +25,8 @@
  * shared memory, one block per SM; the planner takes it where they fit (plan_stream_shared_x, dispatch.h).
  * apply_stream_split_k_kernel (plan_stream_split_k) runs it for 9-16 tokens with k split over a
  * cluster of two such blocks. stream_warp_rows' WHOLE (k % 512 == 0: no step tested against k
- * inside a super-step) serves 1-2 tokens and the split-k halves: docs/PERF_LOG.md, "9-16 tokens by
- * split k, and the M = 1 diet", and its seventh round.
+ * inside a super-step) serves every kernel of 1-8 tokens where k allows it, and the split-k halves:
+ * docs/PERF_LOG.md, "9-16 tokens by split k, and the M = 1 diet", its seventh and fifteenth rounds.
  */
 #include "apply_common.h"
 #include "apply_paths.h"
@@ -328,14 +328,14 @@ rad_error_t launch_stream(const ApplyArgs &a, const ApplyPlan &p)
     if (a.group != 128 && a.group != 256) return (rad_error_t)RADIANCE_GPU_EINVAL;
     const int smem = kStreamWarps * kRingSlots * 16 * p.row_tiles * 64 * kSuperSteps; /* StreamSmem */
     if (p.whole_super) {
-        if (p.row_tiles == 1 && p.x_mode == kXClamp && a.k % (128 * kSuperSteps) == 0)
-            kernel = g128 ? apply_stream_kernel<128, 1, kTokenTiles, kSuperSteps, kRingSlots, kXClamp, true>
-                          : apply_stream_kernel<256, 1, kTokenTiles, kSuperSteps, kRingSlots, kXClamp, true>;
-#if defined(RADIANCE_KERNEL_VARIANTS)
-        /* 3-6 tokens' skipped loads with whole super-steps (streamskipwhole, run 58) */
         if (p.row_tiles == 1 && p.x_mode == kXSkip && a.k % (128 * kSuperSteps) == 0)
             kernel = g128 ? apply_stream_kernel<128, 1, kTokenTiles, kSuperSteps, kRingSlots, kXSkip, true>
                           : apply_stream_kernel<256, 1, kTokenTiles, kSuperSteps, kRingSlots, kXSkip, true>;
+#if defined(RADIANCE_KERNEL_VARIANTS)
+        /* the library's 1-2 tokens from run 37 to run 59 (streamwhole) */
+        if (p.row_tiles == 1 && p.x_mode == kXClamp && a.k % (128 * kSuperSteps) == 0)
+            kernel = g128 ? apply_stream_kernel<128, 1, kTokenTiles, kSuperSteps, kRingSlots, kXClamp, true>
+                          : apply_stream_kernel<256, 1, kTokenTiles, kSuperSteps, kRingSlots, kXClamp, true>;
 #endif
     } else if (p.row_tiles == 1 && p.x_mode == kXClamp)
         kernel = g128 ? apply_stream_kernel<128, 1, kTokenTiles, kSuperSteps, kRingSlots, kXClamp>
@@ -373,9 +373,11 @@ namespace {
  * 16. A load of the warp reads at most 512 contiguous bytes: 4 shared-memory wavefronts, where 8
  * tokens' rows in global memory touch 16 L1 lines. Tokens past m are zeros (and not read: see
  * stream_warp_rows). Built with TOKEN_TILES 1, SUPER_STEPS 4 only (docs/PERF_LOG.md, run 26:
- * 203.9 against 234.3 us at 8 tokens; the 16-token instances lost to the wgmma kernel, run 31). */
+ * 203.9 against 234.3 us at 8 tokens; the 16-token instances lost to the wgmma kernel, run 31),
+ * ROW_TILES 1 (2, in the benchmark build's streamxsM2w at 8 warps, lost 8-10 %, run 59). At most
+ * kStreamXsMaxWarps / ROW_TILES warps: the register bound, and as many rows in flight per SM. */
 template <int GROUP, int ROW_TILES, int TOKEN_TILES, int SUPER_STEPS, int RING_SLOTS, bool WHOLE = false>
-__global__ void __launch_bounds__(kStreamXsMaxWarps * 32, 1)
+__global__ void __launch_bounds__(kStreamXsMaxWarps / ROW_TILES * 32, 1)
 apply_stream_xs_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const int32_t *__restrict__ packed,
                        const uint16_t *__restrict__ scales, const uint16_t *__restrict__ bias, int64_t n,
                        uint16_t *__restrict__ out)
@@ -410,16 +412,19 @@ rad_error_t launch_stream_xs(const ApplyArgs &a, const ApplyPlan &p)
 {
     void (*kernel)(const uint16_t *, int64_t, int64_t, const int32_t *, const uint16_t *, const uint16_t *, int64_t,
                    uint16_t *) = nullptr;
-    if (!p.whole_super) {
-        if (a.group == 128) kernel = apply_stream_xs_kernel<128, 1, TOKEN_TILES, SUPER_STEPS, kStreamXsRingSlots>;
-        if (a.group == 256) kernel = apply_stream_xs_kernel<256, 1, TOKEN_TILES, SUPER_STEPS, kStreamXsRingSlots>;
-    }
+    const bool g128 = a.group == 128;
+    if (a.group != 128 && a.group != 256) return (rad_error_t)RADIANCE_GPU_EINVAL;
+    if (p.row_tiles == 1 && !p.whole_super)
+        kernel = g128 ? apply_stream_xs_kernel<128, 1, TOKEN_TILES, SUPER_STEPS, kStreamXsRingSlots>
+                      : apply_stream_xs_kernel<256, 1, TOKEN_TILES, SUPER_STEPS, kStreamXsRingSlots>;
+    else if (p.row_tiles == 1 && a.k % (128 * SUPER_STEPS) == 0) /* no step tested against k */
+        kernel = g128 ? apply_stream_xs_kernel<128, 1, TOKEN_TILES, SUPER_STEPS, kStreamXsRingSlots, true>
+                      : apply_stream_xs_kernel<256, 1, TOKEN_TILES, SUPER_STEPS, kStreamXsRingSlots, true>;
 #if defined(RADIANCE_KERNEL_VARIANTS)
-    /* no step tested against k (streamxswhole, run 58; the library's plan never asks for it) */
-    else if (a.k % (128 * SUPER_STEPS) == 0) {
-        if (a.group == 128) kernel = apply_stream_xs_kernel<128, 1, TOKEN_TILES, SUPER_STEPS, kStreamXsRingSlots, true>;
-        if (a.group == 256) kernel = apply_stream_xs_kernel<256, 1, TOKEN_TILES, SUPER_STEPS, kStreamXsRingSlots, true>;
-    }
+    /* 32 rows per warp: each activation load of the shared copy serves two m-tiles (streamxsM2w) */
+    else if (p.row_tiles == 2 && p.whole_super && a.k % (128 * SUPER_STEPS) == 0)
+        kernel = g128 ? apply_stream_xs_kernel<128, 2, TOKEN_TILES, SUPER_STEPS, kStreamXsRingSlots, true>
+                      : apply_stream_xs_kernel<256, 2, TOKEN_TILES, SUPER_STEPS, kStreamXsRingSlots, true>;
 #endif
     if (kernel == nullptr) return (rad_error_t)RADIANCE_GPU_EINVAL;
     rad_error_t err = rad_func_set_max_dynamic_smem(kernel, p.smem);
@@ -578,9 +583,10 @@ int64_t split_k_clusters(void)
 
 rad_error_t launch_stream_shared_x(const ApplyArgs &a, const ApplyPlan &p)
 {
-    if (p.row_tiles != 1 || p.warps < 1 || p.warps > kStreamXsMaxWarps || p.blocks < 1)
+    if (p.row_tiles < 1 || p.warps < 1 || p.warps > kStreamXsMaxWarps / p.row_tiles || p.blocks < 1)
         return (rad_error_t)RADIANCE_GPU_EINVAL;
     if (p.k_parts == 2) {
+        if (p.row_tiles != 1) return (rad_error_t)RADIANCE_GPU_EINVAL;
 #if defined(RAD_HAS_CLUSTER_LAUNCH)
         if (p.token_tiles == kSplitKTokenTiles && p.super_step == 4) return launch_stream_split_k(a, p);
 #endif

@@ -58,8 +58,9 @@ enum class ApplyPath {
 
 /* kStream: how a warp reads the activations of its tokens. From global memory (through L1), lanes
  * of tokens past m loading token m - 1 (kXClamp: the addresses of a lane of the last token, so no
- * extra traffic and no per-step test; faster for 1-2 tokens) or loading nothing (kXSkip: faster
- * for 3-6 tokens, H200); or from shared memory (kXShared, kStreamSharedX), where the block has put
+ * extra traffic and no per-step test; faster for 1-2 tokens where steps are tested against k) or
+ * loading nothing (kXSkip: faster for 3-6 tokens, and for 1-8 with whole super-steps, H200); or
+ * from shared memory (kXShared, kStreamSharedX), where the block has put
  * them in the order the lanes read them. */
 enum StreamX { kXClamp = 0, kXSkip = 1, kXShared = 2 };
 
@@ -90,6 +91,11 @@ constexpr int kVectorMaxTokens = 8;
  * block's shared copy costs at most 4 wavefronts a load. At 4 tokens (8 lines) the two kernels
  * tie, at 8 (16 lines) the shared copy wins: H200, 248320 x 5120, docs/PERF_LOG.md run 26. */
 constexpr int kSharedXMinTokens = 5;
+/* The same where the stream kernels run whole super-steps (k % 512 == 0): at 5 tokens the loads
+ * skipped past m lead there (248320 x 5120: 177.8 against 182.9 us; 128256 x 4096 82.7 against
+ * 81.4, within 2 %), from 6 the shared copy (185.5 against 188.9): docs/PERF_LOG.md fifteenth
+ * round, run 58. */
+constexpr int kSharedXWholeMinTokens = 6;
 /* Warps per block of kStreamSharedX, at least: 16 (one 4-step super-step each in flight) keep as
  * many weight bytes in flight per SM as the stream kernel's 4 blocks of 4 warps, the configuration
  * measured in run 26; where the activations leave room for fewer rings, the stream kernel. */
@@ -124,9 +130,9 @@ struct Dispatch {
     /* kWmma, kMfma: the test flag's deliberately wrong kernel (result rows swapped in pairs) */
     bool corrupt;
     int x_mode; /* kStream: StreamX */
-    /* kStream: k % 512 == 0; kStreamSharedX with k_parts 2: k % 1024 == 0 (whole super-steps in
-     * each half), with k_parts 1 k % 512 == 0 (the benchmark build's streamxswhole only). Either way
-     * the kernel that tests no step against k inside its 4-step super-steps */
+    /* kStream and kStreamSharedX with k_parts 1: k % 512 == 0; with k_parts 2: k % 1024 == 0
+     * (whole super-steps in each half). Either way the kernel that tests no step against k inside
+     * its 4-step super-steps */
     bool whole_super;
     /* kVector: tokens per tile (1, 2, 4, 8) in `tokens`; the activations staged in chunks of
      * stage_cols columns (vector_staged) or all of k resident in LDS (stage_cols = k), smem bytes
@@ -179,21 +185,22 @@ void plan_vector(const Call &c, Facts &f, Dispatch *p)
  * slot: fills p and returns true where the activations (16 k bytes per 8 tokens) fit in the
  * device's opt-in shared memory per block beside the rings of at least min_warps warps; false
  * (p untouched) where they do not, or for a group the kernel lacks. balance: warps per block chosen
- * so that the 16-row units of the head split evenly over the grid (else as many as fit, to 16). */
+ * so that the units of 16 row_tiles rows (1 in the library; 2 in the benchmark build's streamxsM2w)
+ * split evenly over the grid (else as many as fit, to 16). */
 template <class Facts>
 bool plan_stream_shared_x(const Call &c, Facts &f, int token_tiles, int super_step, int min_warps, bool balance,
-                          Dispatch *p)
+                          Dispatch *p, int row_tiles = 1)
 {
     if (c.m > 8 * token_tiles || (c.group != 128 && c.group != 256)) return false;
-    const int64_t ring = (int64_t)kStreamXsRingSlots * stream_slot_bytes(1, super_step); /* per warp */
+    const int64_t ring = (int64_t)kStreamXsRingSlots * stream_slot_bytes(row_tiles, super_step); /* per warp */
     const int64_t xbytes = (int64_t)token_tiles * 16 * c.k;
     const int64_t optin = f.smem_optin();
     const int64_t sms = f.sm_count();
     if (sms <= 0 || xbytes >= optin) return false;
     int64_t fit = (optin - xbytes) / ring;
-    if (fit > kStreamXsMaxWarps) fit = kStreamXsMaxWarps;
+    if (fit > kStreamXsMaxWarps / row_tiles) fit = kStreamXsMaxWarps / row_tiles; /* the kernel's bound */
     if (fit < min_warps || fit < 1) return false;
-    const int64_t units = (c.n + 15) / 16;
+    const int64_t units = (c.n + 16 * row_tiles - 1) / (16 * row_tiles);
     auto blocks_for = [&](int64_t w) { return (units + w - 1) / w < sms ? (units + w - 1) / w : sms; };
     int64_t warps = fit;
     if (balance) {
@@ -205,7 +212,7 @@ bool plan_stream_shared_x(const Call &c, Facts &f, int token_tiles, int super_st
         }
     }
     p->path = ApplyPath::kStreamSharedX;
-    p->row_tiles = 1;
+    p->row_tiles = row_tiles;
     p->token_tiles = token_tiles;
     p->super_step = super_step;
     p->x_mode = kXShared;
@@ -334,12 +341,15 @@ constexpr int64_t kFoldTstoreMaxK = 1024;
  *   (248320 x 5120 at 128: 565 against 517 us);
  * - 32-96 tokens where k <= kFoldTstoreMaxK: 49152 x 576 at 96 19.0 against 22.8 us, at 24 14.3
  *   against 15.7, 151936 x 1024 at 96 67.1 against 71.1 (at k = 2048 within 2 % either way, at
- *   k = 5120 96 tokens 481 against 440 us). */
+ *   k = 5120 96 tokens 481 against 440 us);
+ * - the 48-token tile at every k: 248320 x 5120 at 36 tokens 305.0 against 313.2 us, 151936 x 5120
+ *   186.1 against 191.5, 262144 x 5376 369.5 against 377.2 (docs/PERF_LOG.md fifteenth round, run
+ *   58: ahead in each of three loops by 0.7-3.4 %). */
 constexpr int fold_register_store_wgs(int tokens) { return tokens <= 160 ? 3 : 2; }
 
 constexpr bool fold_tstore_taken(int tokens, int consumer_wgs, int64_t k)
 {
-    return consumer_wgs == 2 || (k <= kFoldTstoreMaxK && tokens >= 32);
+    return consumer_wgs == 2 || tokens == 48 || (k <= kFoldTstoreMaxK && tokens >= 32);
 }
 
 inline FoldTile fold_tile(int64_t m, int64_t k)
@@ -496,9 +506,18 @@ Dispatch decide(const Call &c, Facts &f, int refuse)
     const bool big_groups = c.group >= 128;
     auto wgmma = [&]() { return big_groups && !(refuse & RADIANCE_GPU_TEST_NO_WGMMA) && f.wgmma_built(); };
     if (c.m <= 8) {
+        /* whole 4-step super-steps where k % 512 == 0: no step tested against k (m = 1: 172.8
+         * against 182.1 us, docs/PERF_LOG.md seventh round; 3-8 tokens 5-11 % on the heads of
+         * k = 5120, fifteenth round, run 58), which moves the shared copy's start from 5 tokens
+         * to 6 (the loads skipped past m lead at 5 there: 177.8 against 182.9 us) */
+        const bool whole = c.k % 512 == 0;
+        const int shared_x_from = whole ? kSharedXWholeMinTokens : kSharedXMinTokens;
         const bool shared_x = (refuse & RADIANCE_GPU_TEST_SHARED_X) ||
-                              (c.m >= kSharedXMinTokens && !(refuse & RADIANCE_GPU_TEST_NO_SHARED_X));
-        if (big_groups && shared_x && plan_stream_shared_x(c, f, 1, 4, kSharedXMinWarps, false, &p)) return p;
+                              (c.m >= shared_x_from && !(refuse & RADIANCE_GPU_TEST_NO_SHARED_X));
+        if (big_groups && shared_x && plan_stream_shared_x(c, f, 1, 4, kSharedXMinWarps, false, &p)) {
+            p.whole_super = whole;
+            return p;
+        }
         if (c.m > 6 && c.k / 128 >= kWgmma8MinSteps && wgmma() && plan_wgmma(f, 8, refuse, &p)) return p;
         if (!big_groups) {
             plan_mma(c, &p);
@@ -506,12 +525,12 @@ Dispatch decide(const Call &c, Facts &f, int refuse)
         }
         p.row_tiles = p.token_tiles = 1;
         /* lanes of tokens past m clamp their activation loads (m = 1: 180 against 188 us) or
-         * skip them (m = 4: 200 against 204): H200, 248320 x 5120, docs/PERF_LOG.md item 24 */
+         * skip them (m = 4: 200 against 204): H200, 248320 x 5120, docs/PERF_LOG.md item 24; with
+         * whole super-steps they skip at every count (m = 2: 165.6 against 169.8 us, run 58; m = 1:
+         * 158.9 against 161.5, and 1-4.5 % on the other heads, run 59: fifteenth round) */
         p.path = ApplyPath::kStream;
-        p.x_mode = c.m <= 2 || c.m > 6 ? kXClamp : kXSkip;
-        /* 1-2 tokens, whole 4-step super-steps: no step tested against k (m = 1: 172.8 against
-         * 182.1 us, H200, docs/PERF_LOG.md seventh round) */
-        p.whole_super = c.m <= 2 && c.k % 512 == 0;
+        p.x_mode = whole || (c.m >= 3 && c.m <= 6) ? kXSkip : kXClamp;
+        p.whole_super = whole;
         return p;
     }
     /* 9-16 tokens: k split over a cluster pair of blocks, all 16 tokens' activations of each half in

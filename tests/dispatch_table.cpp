@@ -67,7 +67,8 @@ std::string describe(const Dispatch &d)
             snprintf(buf, sizeof buf, "stream, k split over a cluster pair, x in shared memory, %d warps%s (apply_stream)",
                      d.warps, d.whole_super ? ", whole super-steps" : "");
         else
-            snprintf(buf, sizeof buf, "stream, x in shared memory, %d warps (apply_stream)", d.warps);
+            snprintf(buf, sizeof buf, "stream, x in shared memory, %d warps%s (apply_stream)", d.warps,
+                     d.whole_super ? ", whole super-steps" : "");
         break;
     case ApplyPath::kWgmma:
         snprintf(buf, sizeof buf, "wgmma pipe, %d tokens, %d warpgroups, %s%s (apply_wgmma_pipe)", d.tokens,

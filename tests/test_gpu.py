@@ -198,7 +198,8 @@ def test_apply_gpu_every_fold_tile_matches_float64(m, n, k, group_size):
 
 
 # Tiles written by TMA (hip/dispatch.h, fold_tile: every 2-warpgroup tile, 161-256 tokens per chunk;
-# 97-160 with 2 warpgroups for k <= 2048; every tile from 32 tokens for k <= 1024) only where the
+# 97-160 with 2 warpgroups for k <= 2048; every tile from 32 tokens for k <= 1024; the 48-token tile
+# at every k: 40 of 48 at k = 5120, 48 at 2304) only where the
 # output's tensor map is granted: n % 8 == 0 and a 16-byte aligned output, so the heads above (odd
 # n) never take them. Here n % 8 == 0: below one 64-row box (24), a last box cut by n (40008, 3000,
 # 20000), whole boxes (2048); m cut inside the last token box (200 of 224, 161 of 192, 24 of 32, 40
@@ -214,7 +215,7 @@ TMA_STORE_CASES = [
     (224, 24, 1024, 128), (700, 3000, 1024, 128), (384, 20000, 576, 64), (250, 2048, 1312, 32),
     (24, 20000, 576, 64), (40, 40008, 640, 128), (64, 20000, 576, 64), (96, 3000, 1024, 128),
     (120, 20000, 576, 64), (150, 40008, 1024, 256), (300, 40008, 640, 128), (150, 3000, 2048, 128),
-    (100, 2048, 2048, 128),
+    (100, 2048, 2048, 128), (40, 3000, 5120, 128), (48, 2048, 2304, 256),
 ]
 
 
@@ -336,9 +337,9 @@ def test_apply_gpu_fold_two_blocks_per_sm_match_float64_and_one_block_bit_for_bi
         if os.environ.get("RADIANCE_TEST_NO_PROFILER") != "1":
             tokens, wgs, tstore, blocks = fold_kernel_ran(prof)
             if name == "auto":
-                # written by TMA: every tile of two blocks or 2 warpgroups, and any from 32 tokens with
-                # k <= 1024 (fold_tile), where the output's map is granted
-                by_tma = n % 8 == 0 and (blocks == 2 or wgs == 2 or k <= 1024)
+                # written by TMA: every tile of two blocks or 2 warpgroups, any from 32 tokens with
+                # k <= 1024, and the 48-token tile (fold_tile), where the output's map is granted
+                by_tma = n % 8 == 0 and (blocks == 2 or wgs == 2 or k <= 1024 or tokens == 48)
                 assert (tokens, wgs, blocks) == want and tstore == by_tma, (name, tokens, wgs, tstore, blocks, want)
             else:
                 assert (tokens, wgs, tstore, blocks) == (want[0], 3, False, 1), (name, tokens, wgs, tstore, blocks)
@@ -605,9 +606,9 @@ def test_apply_gpu_fallback_paths_match_float64(flags, m, k, group_size):
 
 
 # The stream kernel with the activations in shared memory (hip/apply_stream.hip): the planner takes
-# it from 5 tokens where they fit beside 16 warps' rings (16 k bytes per 8 tokens: k up to about
-# 6300 with an H200's 227 KiB per block), the flag SHARED_X forces it for 1-8 tokens where they
-# fit, NO_SHARED_X never. k = 6400 and 8192 do not fit on an H200 (the fallback: stream or wgmma).
+# it from 5 tokens (6 where k % 512 == 0) where they fit beside 16 warps' rings (16 k bytes per 8
+# tokens: k up to about 6300 with an H200's 227 KiB per block), the flag SHARED_X forces it for 1-8
+# tokens where they fit, NO_SHARED_X never. k = 6400 and 8192 do not fit on an H200 (the fallback: stream or wgmma).
 SHARED_X_SHAPES = [(128, 128), (640, 128), (1152, 128), (2304, 256), (5120, 128), (6400, 128), (8192, 256)]
 
 
@@ -647,6 +648,42 @@ def test_apply_gpu_shared_x_equals_stream_kernel_bit_for_bit(m, k, group_size):
     assert np.isfinite(shared.astype(np.float64)).all(), f"unwritten outputs (seed {seed})"
     diff = np.flatnonzero(shared.view(np.uint16) != stream.view(np.uint16))
     assert diff.size == 0, f"seed {seed}: {diff.size} outputs differ, first at {np.unravel_index(diff[0], shared.shape)}"
+
+
+# The stream kernels of 1-8 tokens, groups 128 and 256 (hip/dispatch.h, decide): where k % 512 == 0
+# whole 4-step super-steps (no step tested against k), the loads of tokens past m skipped at 1-5
+# tokens and the activations in shared memory from 6; elsewhere the steps tested against k, the
+# loads clamped at 1-2 and 7-8 tokens and skipped at 3-4, the shared copy from 5. k = 2304 and 5376
+# end half-way through a 4-step super-step; n odd or 17 (one warp's rows and one more). Which
+# kernel ran is read from the profiler on an H100 / H200 (the shared copy fits there at these k);
+# elsewhere only the float64 check.
+@pytest.mark.parametrize("m", [1, 2, 3, 5, 6, 8])
+@pytest.mark.parametrize("k, group_size", [(1024, 256), (2304, 256), (2560, 128), (5120, 128), (5376, 128)])
+def test_apply_gpu_stream_plans_match_float64(m, k, group_size):
+    rng, seed = fresh_rng()
+    n = int(rng.choice([17, int(rng.integers(2000, 9000)) | 1]))
+    w = weights(rng, n, k, "outliers").astype(BF16)
+    packed, scales = radiance.quantize_rows(w, group_size)
+    x = (rng.standard_normal((m, k)) * 2).astype(BF16)
+    bias = rng.standard_normal(n).astype(BF16) if m % 2 else None
+    out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device=DEV)  # poisoned
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        radiance.apply(to_torch(x), to_torch(packed), to_torch(scales),
+                       None if bias is None else to_torch(bias), group_size, out=out)
+        torch.cuda.synchronize()
+    hopper = torch.version.cuda is not None and torch.cuda.get_device_capability() == (9, 0)
+    if hopper and os.environ.get("RADIANCE_TEST_NO_PROFILER") != "1":
+        whole = k % 512 == 0
+        if m >= (6 if whole else 5):  # apply_stream_xs_kernel<group, 1, 1, 4, 2, whole>
+            assert kernel_template_args(prof, "apply_stream_xs_kernel") == (
+                str(group_size), "1", "1", "4", "2", str(whole).lower())
+        else:  # apply_stream_kernel<group, 1, 1, 4, 2, x mode (0 clamped, 1 skipped), whole>
+            skip = whole or 3 <= m <= 6
+            assert kernel_template_args(prof, "apply_stream_kernel") == (
+                str(group_size), "1", "1", "4", "2", "1" if skip else "0", str(whole).lower())
+    got = to_numpy(out).astype(np.float64)
+    assert np.isfinite(got).all(), f"unwritten outputs (seed {seed})"
+    assert_within_bf16_of_float64(got, x, packed, scales, group_size, bias, seed)
 
 
 # The vector kernel (hip/apply_vector.hip) by the same hook: every tile of tokens it plans (1, 2, 4

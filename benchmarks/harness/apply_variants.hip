@@ -92,7 +92,7 @@ int variant_plan(const ApplyArgs &a, const Variant &v, ApplyPlan *p)
         ok = big_groups;
         break;
     case kVarStreamXs:
-        ok = big_groups && plan_stream_shared_x(call_of(a), f, 1, 4, v.p0, v.p1 != 0, p);
+        ok = big_groups && plan_stream_shared_x(call_of(a), f, 1, 4, v.p0, v.p1 != 0, p, v.p3 > 0 ? v.p3 : 1);
         if (v.p2 == 1) { /* whole super-steps */
             p->whole_super = true;
             ok = ok && a.k % 512 == 0;
