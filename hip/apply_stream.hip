@@ -25,8 +25,10 @@
  * shared memory, one block per SM; the planner takes it where they fit (plan_stream_shared_x, dispatch.h).
  * apply_stream_split_k_kernel (plan_stream_split_k) runs it for 9-16 tokens with k split over a
  * cluster of two such blocks. stream_warp_rows' WHOLE (k % 512 == 0: no step tested against k
- * inside a super-step) serves every kernel of 1-8 tokens where k allows it, and the split-k halves:
- * docs/PERF_LOG.md, "9-16 tokens by split k, and the M = 1 diet", its seventh and fifteenth rounds.
+ * inside a super-step) serves the kernels of 1-8 tokens where k allows it, and the split-k halves;
+ * its TAIL (only the last super-step's steps tested) the kernels of 1-8 tokens at any other k:
+ * docs/PERF_LOG.md, "9-16 tokens by split k, and the M = 1 diet", its seventh and fifteenth
+ * rounds. The kernels that test every step are the benchmark build's only.
  */
 #include "apply_common.h"
 #include "apply_paths.h"
@@ -51,9 +53,15 @@ struct StreamSmem {
  * tokens), and the fp32 sums go to partial[(mt * TOKEN_TILES + nt) * 4 + c] instead of the output
  * (apply_stream_split_k_kernel adds the two halves of k). WHOLE: the caller guarantees
  * k % (128 SUPER_STEPS) == 0 (with K_PART: ksteps % SUPER_STEPS == 0), so no step is tested against
- * k inside a super-step. */
+ * k inside a super-step. TAIL (any k): only the last super-step's steps are tested, the others run
+ * as WHOLE's (run 60: as fast as WHOLE where both apply). */
+template <bool B>
+struct StepsTested {
+    static constexpr bool value = B;
+};
+
 template <int GROUP, int ROW_TILES, int TOKEN_TILES, int SUPER_STEPS, int RING_SLOTS, int X_MODE,
-          bool K_PART = false, bool WHOLE = false>
+          bool K_PART = false, bool WHOLE = false, bool TAIL = false>
 __device__ __forceinline__ void stream_warp_rows(const uint16_t *__restrict__ x, int64_t m, int64_t k,
                                                  const int32_t *__restrict__ packed,
                                                  const uint16_t *__restrict__ scales,
@@ -72,6 +80,7 @@ __device__ __forceinline__ void stream_warp_rows(const uint16_t *__restrict__ x,
     constexpr int kCopies = kRowsW * kLanesPerRow / 32; /* per lane and super-step */
     constexpr bool XS = X_MODE == kXShared;
     static_assert(!K_PART || XS, "a part of k reads its columns from the block's shared copy");
+    static_assert(!(WHOLE && TAIL), "WHOLE tests no super-step, TAIL the last");
     const int lane = threadIdx.x & 31;
     const int g = lane >> 2, t = lane & 3;
     const int64_t kw = k / 8, ng = k / GROUP;
@@ -181,7 +190,9 @@ __device__ __forceinline__ void stream_warp_rows(const uint16_t *__restrict__ x,
     for (int p = 0; p < RING_SLOTS - 1; p++) issue(p);
     load_scales(snext, 0);
 
-    for (int j = 0; j < nsuper; j++) {
+    /* super-step j; TESTED: its steps tested against nsteps (never with WHOLE; with TAIL the last) */
+    auto super_step = [&](int j, auto tested) __attribute__((always_inline)) {
+        constexpr bool TESTED = decltype(tested)::value;
         rad_cp_async_wait<RING_SLOTS - 2>(); /* this lane's copies of super-step j have landed */
         __syncwarp();                /* and everyone's; everyone is done with super-step j - 1 */
         issue(j + RING_SLOTS - 1);           /* into the slot of super-step j - 1 */
@@ -194,7 +205,7 @@ __device__ __forceinline__ void stream_warp_rows(const uint16_t *__restrict__ x,
 #pragma unroll
         for (int p = 0; p < SUPER_STEPS; p++) {
             const int step = j * SUPER_STEPS + p;
-            if (!WHOLE && step >= nsteps) break;
+            if (TESTED && step >= nsteps) break;
             rad_u32x4 (&xcur)[TOKEN_TILES][4] = xb[XS ? 0 : p & 1];
             rad_u32x4 (&xnext)[TOKEN_TILES][4] = xb[(p + 1) & 1];
             if (XS) {
@@ -203,7 +214,7 @@ __device__ __forceinline__ void stream_warp_rows(const uint16_t *__restrict__ x,
 #pragma unroll
                     for (int i = 0; i < 4; i++)
                         xcur[nt][i] = rad_load_cached_16(xs_lane[nt] + (4 * step + i) * 512);
-            } else if (WHOLE || step + 1 < nsteps) {
+            } else if (!TESTED || step + 1 < nsteps) {
                 /* WHOLE: the last step of the last super-step loads its own columns again (unused)
                  * rather than being skipped: a load that is always issued needs no copies of the
                  * registers it would otherwise leave untouched */
@@ -270,6 +281,13 @@ __device__ __forceinline__ void stream_warp_rows(const uint16_t *__restrict__ x,
                 }
             }
         }
+    };
+    if constexpr (TAIL) {
+        int j = 0;
+        for (; j + 1 < nsuper; j++) super_step(j, StepsTested<false>{});
+        super_step(j, StepsTested<true>{});
+    } else {
+        for (int j = 0; j < nsuper; j++) super_step(j, StepsTested<!WHOLE>{});
     }
     rad_cp_async_wait<0>();
 
@@ -296,7 +314,7 @@ __device__ __forceinline__ void stream_warp_rows(const uint16_t *__restrict__ x,
 }
 
 template <int GROUP, int ROW_TILES, int TOKEN_TILES, int SUPER_STEPS, int RING_SLOTS, int X_MODE = kXClamp,
-          bool WHOLE = false>
+          bool WHOLE = false, bool TAIL = false>
 __global__ void __launch_bounds__(kStreamWarps * 32, ROW_TILES * TOKEN_TILES == 1 ? 4 : 1)
 apply_stream_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const int32_t *__restrict__ packed,
                     const uint16_t *__restrict__ scales, const uint16_t *__restrict__ bias, int64_t n,
@@ -310,7 +328,7 @@ apply_stream_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const 
     const int64_t row0 = (row_block * kStreamWarps + warp) * (16 * ROW_TILES);
     if (row0 >= n) return; /* whole warp; no block-wide barriers in this kernel */
     unsigned char *ring = smem + warp * (RING_SLOTS * StreamSmem<ROW_TILES, SUPER_STEPS>::slot);
-    stream_warp_rows<GROUP, ROW_TILES, TOKEN_TILES, SUPER_STEPS, RING_SLOTS, X_MODE, false, WHOLE>(
+    stream_warp_rows<GROUP, ROW_TILES, TOKEN_TILES, SUPER_STEPS, RING_SLOTS, X_MODE, false, WHOLE, TAIL>(
         x, m, k, packed, scales, bias, n, out, row0, chunk * (8 * TOKEN_TILES), ring, nullptr);
 }
 
@@ -327,23 +345,27 @@ rad_error_t launch_stream(const ApplyArgs &a, const ApplyPlan &p)
     const bool g128 = a.group == 128;
     if (a.group != 128 && a.group != 256) return (rad_error_t)RADIANCE_GPU_EINVAL;
     const int smem = kStreamWarps * kRingSlots * 16 * p.row_tiles * 64 * kSuperSteps; /* StreamSmem */
-    if (p.whole_super) {
-        if (p.row_tiles == 1 && p.x_mode == kXSkip && a.k % (128 * kSuperSteps) == 0)
-            kernel = g128 ? apply_stream_kernel<128, 1, kTokenTiles, kSuperSteps, kRingSlots, kXSkip, true>
-                          : apply_stream_kernel<256, 1, kTokenTiles, kSuperSteps, kRingSlots, kXSkip, true>;
+    /* the library's: loads skipped past m, whole super-steps (k % 512 == 0) or all but the last */
+    if (p.row_tiles == 1 && p.x_mode == kXSkip && p.whole_super && a.k % (128 * kSuperSteps) == 0)
+        kernel = g128 ? apply_stream_kernel<128, 1, kTokenTiles, kSuperSteps, kRingSlots, kXSkip, true>
+                      : apply_stream_kernel<256, 1, kTokenTiles, kSuperSteps, kRingSlots, kXSkip, true>;
+    else if (p.row_tiles == 1 && p.x_mode == kXSkip && p.tail_super && !p.whole_super)
+        kernel = g128 ? apply_stream_kernel<128, 1, kTokenTiles, kSuperSteps, kRingSlots, kXSkip, false, true>
+                      : apply_stream_kernel<256, 1, kTokenTiles, kSuperSteps, kRingSlots, kXSkip, false, true>;
 #if defined(RADIANCE_KERNEL_VARIANTS)
-        /* the library's 1-2 tokens from run 37 to run 59 (streamwhole) */
-        if (p.row_tiles == 1 && p.x_mode == kXClamp && a.k % (128 * kSuperSteps) == 0)
-            kernel = g128 ? apply_stream_kernel<128, 1, kTokenTiles, kSuperSteps, kRingSlots, kXClamp, true>
-                          : apply_stream_kernel<256, 1, kTokenTiles, kSuperSteps, kRingSlots, kXClamp, true>;
-#endif
-    } else if (p.row_tiles == 1 && p.x_mode == kXClamp)
+    /* the library's kernels before run 60: loads clamped to the last token (streamwhole at 1-2
+     * tokens from run 37), or every step tested (stream, streamskipx), and 32 rows per warp (streamM2) */
+    else if (p.row_tiles == 1 && p.x_mode == kXClamp && p.whole_super && a.k % (128 * kSuperSteps) == 0)
+        kernel = g128 ? apply_stream_kernel<128, 1, kTokenTiles, kSuperSteps, kRingSlots, kXClamp, true>
+                      : apply_stream_kernel<256, 1, kTokenTiles, kSuperSteps, kRingSlots, kXClamp, true>;
+    else if (p.whole_super || p.tail_super)
+        kernel = nullptr; /* no such kernel */
+    else if (p.row_tiles == 1 && p.x_mode == kXClamp)
         kernel = g128 ? apply_stream_kernel<128, 1, kTokenTiles, kSuperSteps, kRingSlots, kXClamp>
                       : apply_stream_kernel<256, 1, kTokenTiles, kSuperSteps, kRingSlots, kXClamp>;
     else if (p.row_tiles == 1 && p.x_mode == kXSkip)
         kernel = g128 ? apply_stream_kernel<128, 1, kTokenTiles, kSuperSteps, kRingSlots, kXSkip>
                       : apply_stream_kernel<256, 1, kTokenTiles, kSuperSteps, kRingSlots, kXSkip>;
-#if defined(RADIANCE_KERNEL_VARIANTS)
     else if (p.row_tiles == 2 && p.x_mode == kXClamp)
         kernel = g128 ? apply_stream_kernel<128, 2, kTokenTiles, kSuperSteps, kRingSlots, kXClamp>
                       : apply_stream_kernel<256, 2, kTokenTiles, kSuperSteps, kRingSlots, kXClamp>;
@@ -376,7 +398,8 @@ namespace {
  * 203.9 against 234.3 us at 8 tokens; the 16-token instances lost to the wgmma kernel, run 31),
  * ROW_TILES 1 (2, in the benchmark build's streamxsM2w at 8 warps, lost 8-10 %, run 59). At most
  * kStreamXsMaxWarps / ROW_TILES warps: the register bound, and as many rows in flight per SM. */
-template <int GROUP, int ROW_TILES, int TOKEN_TILES, int SUPER_STEPS, int RING_SLOTS, bool WHOLE = false>
+template <int GROUP, int ROW_TILES, int TOKEN_TILES, int SUPER_STEPS, int RING_SLOTS, bool WHOLE = false,
+          bool TAIL = false>
 __global__ void __launch_bounds__(kStreamXsMaxWarps / ROW_TILES * 32, 1)
 apply_stream_xs_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const int32_t *__restrict__ packed,
                        const uint16_t *__restrict__ scales, const uint16_t *__restrict__ bias, int64_t n,
@@ -401,7 +424,7 @@ apply_stream_xs_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, con
     unsigned char *ring = smem + warp * (RING_SLOTS * StreamSmem<ROW_TILES, SUPER_STEPS>::slot);
     for (int64_t u = (int64_t)blockIdx.x * warps + warp; u < units; u += (int64_t)gridDim.x * warps) {
         __syncwarp(); /* every lane is done with the ring (the last unit's reads) before it refills */
-        stream_warp_rows<GROUP, ROW_TILES, TOKEN_TILES, SUPER_STEPS, RING_SLOTS, kXShared, false, WHOLE>(
+        stream_warp_rows<GROUP, ROW_TILES, TOKEN_TILES, SUPER_STEPS, RING_SLOTS, kXShared, false, WHOLE, TAIL>(
             x, m, k, packed, scales, bias, n, out, u * (16 * ROW_TILES), 0, ring, xs);
     }
 #endif
@@ -414,13 +437,18 @@ rad_error_t launch_stream_xs(const ApplyArgs &a, const ApplyPlan &p)
                    uint16_t *) = nullptr;
     const bool g128 = a.group == 128;
     if (a.group != 128 && a.group != 256) return (rad_error_t)RADIANCE_GPU_EINVAL;
-    if (p.row_tiles == 1 && !p.whole_super)
-        kernel = g128 ? apply_stream_xs_kernel<128, 1, TOKEN_TILES, SUPER_STEPS, kStreamXsRingSlots>
-                      : apply_stream_xs_kernel<256, 1, TOKEN_TILES, SUPER_STEPS, kStreamXsRingSlots>;
-    else if (p.row_tiles == 1 && a.k % (128 * SUPER_STEPS) == 0) /* no step tested against k */
+    /* the library's: whole super-steps (k % 512 == 0) or all but the last */
+    if (p.row_tiles == 1 && p.whole_super && a.k % (128 * SUPER_STEPS) == 0)
         kernel = g128 ? apply_stream_xs_kernel<128, 1, TOKEN_TILES, SUPER_STEPS, kStreamXsRingSlots, true>
                       : apply_stream_xs_kernel<256, 1, TOKEN_TILES, SUPER_STEPS, kStreamXsRingSlots, true>;
+    else if (p.row_tiles == 1 && p.tail_super && !p.whole_super)
+        kernel = g128 ? apply_stream_xs_kernel<128, 1, TOKEN_TILES, SUPER_STEPS, kStreamXsRingSlots, false, true>
+                      : apply_stream_xs_kernel<256, 1, TOKEN_TILES, SUPER_STEPS, kStreamXsRingSlots, false, true>;
 #if defined(RADIANCE_KERNEL_VARIANTS)
+    /* every step tested against k (streamxs; the library's before run 60) */
+    else if (p.row_tiles == 1 && !p.whole_super && !p.tail_super)
+        kernel = g128 ? apply_stream_xs_kernel<128, 1, TOKEN_TILES, SUPER_STEPS, kStreamXsRingSlots>
+                      : apply_stream_xs_kernel<256, 1, TOKEN_TILES, SUPER_STEPS, kStreamXsRingSlots>;
     /* 32 rows per warp: each activation load of the shared copy serves two m-tiles (streamxsM2w) */
     else if (p.row_tiles == 2 && p.whole_super && a.k % (128 * SUPER_STEPS) == 0)
         kernel = g128 ? apply_stream_xs_kernel<128, 2, TOKEN_TILES, SUPER_STEPS, kStreamXsRingSlots, true>
@@ -453,7 +481,7 @@ rad_error_t launch_stream_xs(const ApplyArgs &a, const ApplyPlan &p)
  * 0: each half holds whole steps and whole groups (plan_stream_split_k). */
 #if defined(RAD_HAS_CLUSTER_LAUNCH)
 
-template <int GROUP, bool WHOLE>
+template <int GROUP, bool WHOLE, bool TAIL = false>
 __global__ void __launch_bounds__(kStreamXsMaxWarps * 32, 1)
 apply_stream_split_k_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const int32_t *__restrict__ packed,
                             const uint16_t *__restrict__ scales, const uint16_t *__restrict__ bias, int64_t n,
@@ -499,7 +527,7 @@ apply_stream_split_k_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k
     for (int64_t u = cluster * warps + warp; u < units; u += clusters * warps, it++) {
         __syncwarp(); /* every lane is done with the ring (the last unit's reads) before it refills */
         float part[kTiles * 4];
-        stream_warp_rows<GROUP, 1, kTiles, kSuper, kSlots, kXShared, true, WHOLE>(x, m, k, packed, scales, bias, n,
+        stream_warp_rows<GROUP, 1, kTiles, kSuper, kSlots, kXShared, true, WHOLE, TAIL>(x, m, k, packed, scales, bias, n,
                                                                                  out, u * 16, 0, ring, xs, step0,
                                                                                  ksteps, part);
         if (rank == 1) {
@@ -558,6 +586,12 @@ rad_error_t launch_stream_split_k(const ApplyArgs &a, const ApplyPlan &p)
         kernel = p.whole_super ? apply_stream_split_k_kernel<128, true> : apply_stream_split_k_kernel<128, false>;
     if (a.group == 256)
         kernel = p.whole_super ? apply_stream_split_k_kernel<256, true> : apply_stream_split_k_kernel<256, false>;
+#if defined(RADIANCE_KERNEL_VARIANTS)
+    if (p.tail_super) /* only each half's last super-step tested (streamsplitktail: lost, run 60) */
+        kernel = p.whole_super ? nullptr
+                 : a.group == 128 ? apply_stream_split_k_kernel<128, false, true>
+                                  : apply_stream_split_k_kernel<256, false, true>;
+#endif
     if (kernel == nullptr || p.blocks < 2 || p.blocks % 2 != 0 || a.k % (2 * a.group) != 0 ||
         (p.whole_super && a.k % (2 * 128 * 4) != 0))
         return (rad_error_t)RADIANCE_GPU_EINVAL;

@@ -86,16 +86,16 @@ constexpr int kVectorStageFloats = 8192; /* tokens x columns of a vector stage w
 constexpr int kVectorMaxTokens = 8;
 
 /* Shared-activation stream kernel (kStreamSharedX): from this many tokens, where one warp load of
- * the activations from global memory touches more than 8 L1 lines (2 per token: a lane reads 16
+ * the activations from global memory touches more than 10 L1 lines (2 per token: a lane reads 16
  * bytes at column 32 t + 8 i of its token, so the 4 lanes of a token span 256 bytes), while the
- * block's shared copy costs at most 4 wavefronts a load. At 4 tokens (8 lines) the two kernels
- * tie, at 8 (16 lines) the shared copy wins: H200, 248320 x 5120, docs/PERF_LOG.md run 26. */
-constexpr int kSharedXMinTokens = 5;
-/* The same where the stream kernels run whole super-steps (k % 512 == 0): at 5 tokens the loads
- * skipped past m lead there (248320 x 5120: 177.8 against 182.9 us; 128256 x 4096 82.7 against
- * 81.4, within 2 %), from 6 the shared copy (185.5 against 188.9): docs/PERF_LOG.md fifteenth
- * round, run 58. */
-constexpr int kSharedXWholeMinTokens = 6;
+ * block's shared copy costs at most 4 wavefronts a load. With every step tested against k the two
+ * kernels tied at 4 tokens and the shared copy won at 8 (H200, 248320 x 5120, docs/PERF_LOG.md
+ * run 26: from 5 then); with whole super-steps the loads skipped past m lead at 5 (248320 x 5120
+ * 177.8 against 182.9 us; 128256 x 4096 82.7 against 81.4, within 2 %), the shared copy from 6
+ * (185.5 against 188.9; 128256 x 4096 80.4 against 89.2): fifteenth round, run 58. With tail
+ * super-steps (run 60) the shared copy leads at 6 on 262144 x 640 (36.4 against 36.9 us) and
+ * trails on 262144 x 5376 (218.0 against 209.4), and leads at 8 on both. */
+constexpr int kSharedXMinTokens = 6;
 /* Warps per block of kStreamSharedX, at least: 16 (one 4-step super-step each in flight) keep as
  * many weight bytes in flight per SM as the stream kernel's 4 blocks of 4 warps, the configuration
  * measured in run 26; where the activations leave room for fewer rings, the stream kernel. */
@@ -134,6 +134,9 @@ struct Dispatch {
      * (whole super-steps in each half). Either way the kernel that tests no step against k inside
      * its 4-step super-steps */
     bool whole_super;
+    /* kStream and kStreamSharedX with k_parts 1, any k: the kernel that tests only its last
+     * super-step's steps against k (neither flag: every step tested, the benchmark build's only) */
+    bool tail_super;
     /* kVector: tokens per tile (1, 2, 4, 8) in `tokens`; the activations staged in chunks of
      * stage_cols columns (vector_staged) or all of k resident in LDS (stage_cols = k), smem bytes
      * of it: plan_vector */
@@ -506,16 +509,18 @@ Dispatch decide(const Call &c, Facts &f, int refuse)
     const bool big_groups = c.group >= 128;
     auto wgmma = [&]() { return big_groups && !(refuse & RADIANCE_GPU_TEST_NO_WGMMA) && f.wgmma_built(); };
     if (c.m <= 8) {
-        /* whole 4-step super-steps where k % 512 == 0: no step tested against k (m = 1: 172.8
-         * against 182.1 us, docs/PERF_LOG.md seventh round; 3-8 tokens 5-11 % on the heads of
-         * k = 5120, fifteenth round, run 58), which moves the shared copy's start from 5 tokens
-         * to 6 (the loads skipped past m lead at 5 there: 177.8 against 182.9 us) */
+        /* The stream kernels run whole 4-step super-steps, no step tested against k, where
+         * k % 512 == 0 (m = 1: 172.8 against 182.1 us, docs/PERF_LOG.md seventh round; 3-8 tokens
+         * 5-11 % on the heads of k = 5120, fifteenth round, run 58), and elsewhere all but the last
+         * super-step so (tail_super: 262144 x 5376 181.4 / 188.6 / 220.9 us at 1 / 4 / 8 tokens
+         * against 200.1 / 221.6 / 227.5 with every step tested; run 60, where a tail kernel is as
+         * fast as a whole one on the heads where both apply). */
         const bool whole = c.k % 512 == 0;
-        const int shared_x_from = whole ? kSharedXWholeMinTokens : kSharedXMinTokens;
         const bool shared_x = (refuse & RADIANCE_GPU_TEST_SHARED_X) ||
-                              (c.m >= shared_x_from && !(refuse & RADIANCE_GPU_TEST_NO_SHARED_X));
+                              (c.m >= kSharedXMinTokens && !(refuse & RADIANCE_GPU_TEST_NO_SHARED_X));
         if (big_groups && shared_x && plan_stream_shared_x(c, f, 1, 4, kSharedXMinWarps, false, &p)) {
             p.whole_super = whole;
+            p.tail_super = !whole;
             return p;
         }
         if (c.m > 6 && c.k / 128 >= kWgmma8MinSteps && wgmma() && plan_wgmma(f, 8, refuse, &p)) return p;
@@ -523,14 +528,15 @@ Dispatch decide(const Call &c, Facts &f, int refuse)
             plan_mma(c, &p);
             return p;
         }
-        p.row_tiles = p.token_tiles = 1;
-        /* lanes of tokens past m clamp their activation loads (m = 1: 180 against 188 us) or
-         * skip them (m = 4: 200 against 204): H200, 248320 x 5120, docs/PERF_LOG.md item 24; with
-         * whole super-steps they skip at every count (m = 2: 165.6 against 169.8 us, run 58; m = 1:
-         * 158.9 against 161.5, and 1-4.5 % on the other heads, run 59: fifteenth round) */
+        /* lanes of tokens past m skip their activation loads: with whole or tail super-steps
+         * faster than loading the last token's again at every count (m = 1: 158.9 against 161.5
+         * us, m = 2 165.6 against 169.8, 248320 x 5120, runs 58-59; docs/PERF_LOG.md item 24 has
+         * the kernels that tested every step, where clamping led at 1-2 tokens) */
         p.path = ApplyPath::kStream;
-        p.x_mode = whole || (c.m >= 3 && c.m <= 6) ? kXSkip : kXClamp;
+        p.row_tiles = p.token_tiles = 1;
+        p.x_mode = kXSkip;
         p.whole_super = whole;
+        p.tail_super = !whole;
         return p;
     }
     /* 9-16 tokens: k split over a cluster pair of blocks, all 16 tokens' activations of each half in

@@ -43,6 +43,12 @@ struct FixedFacts {
     bool pipe_w_map() { return g.pipe_w_map; }
 };
 
+/* how a stream kernel's steps meet k */
+const char *supers(const Dispatch &d)
+{
+    return d.whole_super ? ", whole super-steps" : d.tail_super ? ", whole super-steps but the last" : "";
+}
+
 std::string describe(const Dispatch &d)
 {
     char buf[160];
@@ -60,15 +66,14 @@ std::string describe(const Dispatch &d)
         break;
     case ApplyPath::kStream:
         snprintf(buf, sizeof buf, "stream, tokens past m %s%s (apply_stream)", d.x_mode == kXClamp ? "clamped" : "skipped",
-                 d.whole_super ? ", whole super-steps" : "");
+                 supers(d));
         break;
     case ApplyPath::kStreamSharedX:
         if (d.k_parts == 2)
             snprintf(buf, sizeof buf, "stream, k split over a cluster pair, x in shared memory, %d warps%s (apply_stream)",
-                     d.warps, d.whole_super ? ", whole super-steps" : "");
+                     d.warps, supers(d));
         else
-            snprintf(buf, sizeof buf, "stream, x in shared memory, %d warps%s (apply_stream)", d.warps,
-                     d.whole_super ? ", whole super-steps" : "");
+            snprintf(buf, sizeof buf, "stream, x in shared memory, %d warps%s (apply_stream)", d.warps, supers(d));
         break;
     case ApplyPath::kWgmma:
         snprintf(buf, sizeof buf, "wgmma pipe, %d tokens, %d warpgroups, %s%s (apply_wgmma_pipe)", d.tokens,

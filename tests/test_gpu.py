@@ -127,6 +127,22 @@ def test_apply_gpu_matches_float64(m, k, group_size):
     assert_within_bf16_of_float64(got, x, packed, scales, group_size, bias, seed, folded=folds(m, group_size))
 
 
+def profiled_apply(rng, m, n, k, group_size):
+    """A fresh random head of n x k (outliers) and m tokens (a bias where m is odd) through
+    radiance.apply into a poisoned output, under the CUDA profiler: (the profile, the output as
+    float64, (x, packed, scales, bias))."""
+    w = weights(rng, n, k, "outliers").astype(BF16)
+    packed, scales = radiance.quantize_rows(w, group_size)
+    x = (rng.standard_normal((m, k)) * 2).astype(BF16)
+    bias = rng.standard_normal(n).astype(BF16) if m % 2 else None
+    out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device=DEV)  # poisoned
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        radiance.apply(to_torch(x), to_torch(packed), to_torch(scales),
+                       None if bias is None else to_torch(bias), group_size, out=out)
+        torch.cuda.synchronize()
+    return prof, to_numpy(out).astype(np.float64), (x, packed, scales, bias)
+
+
 def kernel_template_args(prof, kernel):
     """The template arguments, as strings, of the one launch of `kernel` the profiler saw:
     ("64", "2", "true", "2") for apply_wgmma_fold_kernel<64, 2, true, 2>(...)."""
@@ -148,21 +164,12 @@ def test_apply_gpu_register_pipe_matches_float64(m, k, group_size):
         pytest.skip("the register pipe is the mma.sync kernel of NVIDIA sm_80 and later")
     rng, seed = fresh_rng()
     n = int(rng.integers(2000, 9000)) | 1
-    w = weights(rng, n, k, "outliers").astype(BF16)
-    packed, scales = radiance.quantize_rows(w, group_size)
-    x = (rng.standard_normal((m, k)) * 2).astype(BF16)
-    bias = rng.standard_normal(n).astype(BF16) if m % 2 else None
-    out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device=DEV)  # poisoned
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-        radiance.apply(to_torch(x), to_torch(packed), to_torch(scales),
-                       None if bias is None else to_torch(bias), group_size, out=out)
-        torch.cuda.synchronize()
+    prof, got, (x, packed, scales, bias) = profiled_apply(rng, m, n, k, group_size)
     if os.environ.get("RADIANCE_TEST_NO_PROFILER") != "1":
         # apply_mma_kernel<group, 1, 1, steps ahead, blocks per SM>
         deep = k >= 2048 if group_size == 32 else k >= 4096 and m >= 4
         ahead, blocks = (2, 8) if deep else (3, 6)
         assert kernel_template_args(prof, "apply_mma_kernel") == (str(group_size), "1", "1", str(ahead), str(blocks))
-    got = to_numpy(out).astype(np.float64)
     assert np.isfinite(got).all(), f"unwritten outputs (seed {seed})"
     assert_within_bf16_of_float64(got, x, packed, scales, group_size, bias, seed, folded=folds(m, group_size))
 
@@ -606,8 +613,8 @@ def test_apply_gpu_fallback_paths_match_float64(flags, m, k, group_size):
 
 
 # The stream kernel with the activations in shared memory (hip/apply_stream.hip): the planner takes
-# it from 5 tokens (6 where k % 512 == 0) where they fit beside 16 warps' rings (16 k bytes per 8
-# tokens: k up to about 6300 with an H200's 227 KiB per block), the flag SHARED_X forces it for 1-8
+# it from 6 tokens where they fit beside 16 warps' rings (16 k bytes per 8 tokens: k up to about
+# 6300 with an H200's 227 KiB per block), the flag SHARED_X forces it for 1-8
 # tokens where they fit, NO_SHARED_X never. k = 6400 and 8192 do not fit on an H200 (the fallback: stream or wgmma).
 SHARED_X_SHAPES = [(128, 128), (640, 128), (1152, 128), (2304, 256), (5120, 128), (6400, 128), (8192, 256)]
 
@@ -650,38 +657,28 @@ def test_apply_gpu_shared_x_equals_stream_kernel_bit_for_bit(m, k, group_size):
     assert diff.size == 0, f"seed {seed}: {diff.size} outputs differ, first at {np.unravel_index(diff[0], shared.shape)}"
 
 
-# The stream kernels of 1-8 tokens, groups 128 and 256 (hip/dispatch.h, decide): where k % 512 == 0
-# whole 4-step super-steps (no step tested against k), the loads of tokens past m skipped at 1-5
-# tokens and the activations in shared memory from 6; elsewhere the steps tested against k, the
-# loads clamped at 1-2 and 7-8 tokens and skipped at 3-4, the shared copy from 5. k = 2304 and 5376
-# end half-way through a 4-step super-step; n odd or 17 (one warp's rows and one more). Which
-# kernel ran is read from the profiler on an H100 / H200 (the shared copy fits there at these k);
-# elsewhere only the float64 check.
+# The stream kernels of 1-8 tokens, groups 128 and 256 (hip/dispatch.h, decide): the loads of
+# tokens past m skipped at 1-5 tokens, the activations in shared memory from 6; whole 4-step
+# super-steps where k % 512 == 0 (no step tested against k), elsewhere all but the last (tail).
+# k = 2304, 5376 and 640 end half-way or a quarter into a super-step; n odd or 17 (one warp's rows
+# and one more). Which kernel ran is read from the profiler on an H100 / H200 (the shared copy fits
+# there at these k); elsewhere only the float64 check.
 @pytest.mark.parametrize("m", [1, 2, 3, 5, 6, 8])
-@pytest.mark.parametrize("k, group_size", [(1024, 256), (2304, 256), (2560, 128), (5120, 128), (5376, 128)])
+@pytest.mark.parametrize("k, group_size", [(640, 128), (1024, 256), (2304, 256), (2560, 128), (5120, 128),
+                                           (5376, 128)])
 def test_apply_gpu_stream_plans_match_float64(m, k, group_size):
     rng, seed = fresh_rng()
     n = int(rng.choice([17, int(rng.integers(2000, 9000)) | 1]))
-    w = weights(rng, n, k, "outliers").astype(BF16)
-    packed, scales = radiance.quantize_rows(w, group_size)
-    x = (rng.standard_normal((m, k)) * 2).astype(BF16)
-    bias = rng.standard_normal(n).astype(BF16) if m % 2 else None
-    out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device=DEV)  # poisoned
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-        radiance.apply(to_torch(x), to_torch(packed), to_torch(scales),
-                       None if bias is None else to_torch(bias), group_size, out=out)
-        torch.cuda.synchronize()
+    prof, got, (x, packed, scales, bias) = profiled_apply(rng, m, n, k, group_size)
     hopper = torch.version.cuda is not None and torch.cuda.get_device_capability() == (9, 0)
     if hopper and os.environ.get("RADIANCE_TEST_NO_PROFILER") != "1":
-        whole = k % 512 == 0
-        if m >= (6 if whole else 5):  # apply_stream_xs_kernel<group, 1, 1, 4, 2, whole>
+        whole, tail = ("true", "false") if k % 512 == 0 else ("false", "true")
+        if m >= 6:  # apply_stream_xs_kernel<group, 1, 1, 4, 2, whole, tail>
             assert kernel_template_args(prof, "apply_stream_xs_kernel") == (
-                str(group_size), "1", "1", "4", "2", str(whole).lower())
-        else:  # apply_stream_kernel<group, 1, 1, 4, 2, x mode (0 clamped, 1 skipped), whole>
-            skip = whole or 3 <= m <= 6
+                str(group_size), "1", "1", "4", "2", whole, tail)
+        else:  # apply_stream_kernel<group, 1, 1, 4, 2, x mode (1: skipped), whole, tail>
             assert kernel_template_args(prof, "apply_stream_kernel") == (
-                str(group_size), "1", "1", "4", "2", "1" if skip else "0", str(whole).lower())
-    got = to_numpy(out).astype(np.float64)
+                str(group_size), "1", "1", "4", "2", "1", whole, tail)
     assert np.isfinite(got).all(), f"unwritten outputs (seed {seed})"
     assert_within_bf16_of_float64(got, x, packed, scales, group_size, bias, seed)
 

@@ -97,17 +97,23 @@ int variant_plan(const ApplyArgs &a, const Variant &v, ApplyPlan *p)
             p->whole_super = true;
             ok = ok && a.k % 512 == 0;
         }
+        if (v.p2 == 2) p->tail_super = true; /* the last super-step tested, any k */
         break;
     case kVarStreamWhole:
         p->path = ApplyPath::kStream;
         p->row_tiles = p->token_tiles = 1;
         p->x_mode = v.p0;
-        p->whole_super = true;
-        ok = big_groups && a.k % 512 == 0;
+        p->whole_super = v.p1 == 0;
+        p->tail_super = v.p1 == 1;
+        ok = big_groups && (v.p1 == 1 || a.k % 512 == 0);
         break;
     case kVarSplitK:
         ok = big_groups && plan_stream_split_k(call_of(a), f, 8, p);
         if (ok && v.p0 > 0 && p->blocks > v.p0) p->blocks = v.p0;
+        if (ok && v.p1 == 1) { /* each half's last super-step tested, any k */
+            p->whole_super = false;
+            p->tail_super = true;
+        }
         break;
     case kVarWgmma: ok = variant_wgmma(a, v.p0, v.p1, v.p2, p); break;
     case kVarWs:
