@@ -527,9 +527,8 @@ apply_stream_split_k_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k
     for (int64_t u = cluster * warps + warp; u < units; u += clusters * warps, it++) {
         __syncwarp(); /* every lane is done with the ring (the last unit's reads) before it refills */
         float part[kTiles * 4];
-        stream_warp_rows<GROUP, 1, kTiles, kSuper, kSlots, kXShared, true, WHOLE, TAIL>(x, m, k, packed, scales, bias, n,
-                                                                                 out, u * 16, 0, ring, xs, step0,
-                                                                                 ksteps, part);
+        stream_warp_rows<GROUP, 1, kTiles, kSuper, kSlots, kXShared, true, WHOLE, TAIL>(
+            x, m, k, packed, scales, bias, n, out, u * 16, 0, ring, xs, step0, ksteps, part);
         if (rank == 1) {
             if (it > 0) rad_cluster_mbarrier_wait(empty, (it - 1) & 1); /* block 0 has read the last unit's */
             rad_cluster_store_async_16(peer_slot, part[0], part[1], part[2], part[3], peer_full);

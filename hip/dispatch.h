@@ -58,10 +58,10 @@ enum class ApplyPath {
 
 /* kStream: how a warp reads the activations of its tokens. From global memory (through L1), lanes
  * of tokens past m loading token m - 1 (kXClamp: the addresses of a lane of the last token, so no
- * extra traffic and no per-step test; faster for 1-2 tokens where steps are tested against k) or
- * loading nothing (kXSkip: faster for 3-6 tokens, and for 1-8 with whole super-steps, H200); or
- * from shared memory (kXShared, kStreamSharedX), where the block has put
- * them in the order the lanes read them. */
+ * extra traffic and no per-step test; faster for 1-2 tokens where every step is tested against k:
+ * the benchmark build's only) or loading nothing (kXSkip: faster for 3-6 tokens there, and at every
+ * count with whole or tail super-steps, H200); or from shared memory (kXShared, kStreamSharedX),
+ * where the block has put them in the order the lanes read them. */
 enum StreamX { kXClamp = 0, kXSkip = 1, kXShared = 2 };
 
 /* kWgmma: how a step's weights and activations reach shared memory. */
