@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Run 61 (prepared 2026-12-03, tenth session, on the CPU machine; see CALLS.md): Nsight Compute of
+# the few-token cells where the int4 head still trails Humming (8-16 tokens), beside one token of
+# the same kernels and Humming's kernel on the same shapes. The benchmark build of this tree, made
+# on the CPU machine and carried with Humming's wheel:
+#   python3 benchmarks/harness/gpu_kernels.py build --lib $PWD/build/B/lib.so     # about 2 minutes
+#   device: OUT=... bash benchmarks/results/h200-2026-12-03-ncu-few/run_call1.sh
+#           (carry build/B/lib.so and .carry/whl)
+# About 5 minutes.
+. "$(dirname "$0")/../../harness/call_preamble.sh"
+ls -l build/B/lib.so || exit 1
+python3 -m pip install -q --no-index --no-deps .carry/whl/humming_kernels-*.whl 2>&1 | tail -1
+big=248320x5120 gemma=262144x5376
+runs="1:auto:$big,4:auto:$big,8:auto:$big,8:humming:$big,16:auto:$big,16:humming:$big"
+runs="$runs,1:auto:$gemma,8:auto:$gemma,8:humming:$gemma"
+OUT=$OUT/ncu LIB=build/B/lib.so timeout 540 bash benchmarks/harness/ncu_profile.sh "$runs"
