@@ -396,11 +396,10 @@ namespace {
  * tokens' rows in global memory touch 16 L1 lines. Tokens past m are zeros (and not read: see
  * stream_warp_rows). Built with TOKEN_TILES 1, SUPER_STEPS 4 only (docs/PERF_LOG.md, run 26:
  * 203.9 against 234.3 us at 8 tokens; the 16-token instances lost to the wgmma kernel, run 31),
- * ROW_TILES 1 (2, in the benchmark build's streamxsM2w at 8 warps, lost 8-10 %, run 59). At most
- * kStreamXsMaxWarps / ROW_TILES warps: the register bound, and as many rows in flight per SM. */
+ * ROW_TILES 1 (2, at 8 warps, lost 8-10 % in run 59 and was deleted). */
 template <int GROUP, int ROW_TILES, int TOKEN_TILES, int SUPER_STEPS, int RING_SLOTS, bool WHOLE = false,
           bool TAIL = false>
-__global__ void __launch_bounds__(kStreamXsMaxWarps / ROW_TILES * 32, 1)
+__global__ void __launch_bounds__(kStreamXsMaxWarps * 32, 1)
 apply_stream_xs_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const int32_t *__restrict__ packed,
                        const uint16_t *__restrict__ scales, const uint16_t *__restrict__ bias, int64_t n,
                        uint16_t *__restrict__ out)
@@ -449,10 +448,6 @@ rad_error_t launch_stream_xs(const ApplyArgs &a, const ApplyPlan &p)
     else if (p.row_tiles == 1 && !p.whole_super && !p.tail_super)
         kernel = g128 ? apply_stream_xs_kernel<128, 1, TOKEN_TILES, SUPER_STEPS, kStreamXsRingSlots>
                       : apply_stream_xs_kernel<256, 1, TOKEN_TILES, SUPER_STEPS, kStreamXsRingSlots>;
-    /* 32 rows per warp: each activation load of the shared copy serves two m-tiles (streamxsM2w) */
-    else if (p.row_tiles == 2 && p.whole_super && a.k % (128 * SUPER_STEPS) == 0)
-        kernel = g128 ? apply_stream_xs_kernel<128, 2, TOKEN_TILES, SUPER_STEPS, kStreamXsRingSlots, true>
-                      : apply_stream_xs_kernel<256, 2, TOKEN_TILES, SUPER_STEPS, kStreamXsRingSlots, true>;
 #endif
     if (kernel == nullptr) return (rad_error_t)RADIANCE_GPU_EINVAL;
     rad_error_t err = rad_func_set_max_dynamic_smem(kernel, p.smem);
@@ -481,7 +476,7 @@ rad_error_t launch_stream_xs(const ApplyArgs &a, const ApplyPlan &p)
  * 0: each half holds whole steps and whole groups (plan_stream_split_k). */
 #if defined(RAD_HAS_CLUSTER_LAUNCH)
 
-template <int GROUP, bool WHOLE, bool TAIL = false>
+template <int GROUP, bool WHOLE>
 __global__ void __launch_bounds__(kStreamXsMaxWarps * 32, 1)
 apply_stream_split_k_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const int32_t *__restrict__ packed,
                             const uint16_t *__restrict__ scales, const uint16_t *__restrict__ bias, int64_t n,
@@ -527,7 +522,7 @@ apply_stream_split_k_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k
     for (int64_t u = cluster * warps + warp; u < units; u += clusters * warps, it++) {
         __syncwarp(); /* every lane is done with the ring (the last unit's reads) before it refills */
         float part[kTiles * 4];
-        stream_warp_rows<GROUP, 1, kTiles, kSuper, kSlots, kXShared, true, WHOLE, TAIL>(
+        stream_warp_rows<GROUP, 1, kTiles, kSuper, kSlots, kXShared, true, WHOLE>(
             x, m, k, packed, scales, bias, n, out, u * 16, 0, ring, xs, step0, ksteps, part);
         if (rank == 1) {
             if (it > 0) rad_cluster_mbarrier_wait(empty, (it - 1) & 1); /* block 0 has read the last unit's */
@@ -585,12 +580,6 @@ rad_error_t launch_stream_split_k(const ApplyArgs &a, const ApplyPlan &p)
         kernel = p.whole_super ? apply_stream_split_k_kernel<128, true> : apply_stream_split_k_kernel<128, false>;
     if (a.group == 256)
         kernel = p.whole_super ? apply_stream_split_k_kernel<256, true> : apply_stream_split_k_kernel<256, false>;
-#if defined(RADIANCE_KERNEL_VARIANTS)
-    if (p.tail_super) /* only each half's last super-step tested (streamsplitktail: lost, run 60) */
-        kernel = p.whole_super ? nullptr
-                 : a.group == 128 ? apply_stream_split_k_kernel<128, false, true>
-                                  : apply_stream_split_k_kernel<256, false, true>;
-#endif
     if (kernel == nullptr || p.blocks < 2 || p.blocks % 2 != 0 || a.k % (2 * a.group) != 0 ||
         (p.whole_super && a.k % (2 * 128 * 4) != 0))
         return (rad_error_t)RADIANCE_GPU_EINVAL;
@@ -616,10 +605,9 @@ int64_t split_k_clusters(void)
 
 rad_error_t launch_stream_shared_x(const ApplyArgs &a, const ApplyPlan &p)
 {
-    if (p.row_tiles < 1 || p.warps < 1 || p.warps > kStreamXsMaxWarps / p.row_tiles || p.blocks < 1)
+    if (p.row_tiles != 1 || p.warps < 1 || p.warps > kStreamXsMaxWarps || p.blocks < 1)
         return (rad_error_t)RADIANCE_GPU_EINVAL;
     if (p.k_parts == 2) {
-        if (p.row_tiles != 1) return (rad_error_t)RADIANCE_GPU_EINVAL;
 #if defined(RAD_HAS_CLUSTER_LAUNCH)
         if (p.token_tiles == kSplitKTokenTiles && p.super_step == 4) return launch_stream_split_k(a, p);
 #endif

@@ -485,12 +485,10 @@ rad_error_t launch_fold(const ApplyArgs &a, const ApplyPlan &p)
 
 /* The benchmark build's other tiles of two blocks per SM (docs/PERF_LOG.md, thirteenth round: 1
  * consumer warpgroup at 64 and 96 tokens, slower than 2 on every head measured in run 56; 160 and
- * 192 tokens with 1, for more than 256 tokens where k is small: run 58, fourteenth round) */
+ * 192 tokens with 1, for more than 256 tokens, lost 0-80 % in run 58 and were deleted) */
 #define RAD_FOLD_TILES_TWO_PER_SM(X) \
     X(64, 1, 2)                      \
-    X(96, 1, 2)                      \
-    X(160, 1, 2)                     \
-    X(192, 1, 2)
+    X(96, 1, 2)
 
 rad_error_t launch_wgmma_fold(const ApplyArgs &a, const ApplyPlan &p)
 {

@@ -188,22 +188,21 @@ void plan_vector(const Call &c, Facts &f, Dispatch *p)
  * slot: fills p and returns true where the activations (16 k bytes per 8 tokens) fit in the
  * device's opt-in shared memory per block beside the rings of at least min_warps warps; false
  * (p untouched) where they do not, or for a group the kernel lacks. balance: warps per block chosen
- * so that the units of 16 row_tiles rows (1 in the library; 2 in the benchmark build's streamxsM2w)
- * split evenly over the grid (else as many as fit, to 16). */
+ * so that the 16-row units of the head split evenly over the grid (else as many as fit, to 16). */
 template <class Facts>
 bool plan_stream_shared_x(const Call &c, Facts &f, int token_tiles, int super_step, int min_warps, bool balance,
-                          Dispatch *p, int row_tiles = 1)
+                          Dispatch *p)
 {
     if (c.m > 8 * token_tiles || (c.group != 128 && c.group != 256)) return false;
-    const int64_t ring = (int64_t)kStreamXsRingSlots * stream_slot_bytes(row_tiles, super_step); /* per warp */
+    const int64_t ring = (int64_t)kStreamXsRingSlots * stream_slot_bytes(1, super_step); /* per warp */
     const int64_t xbytes = (int64_t)token_tiles * 16 * c.k;
     const int64_t optin = f.smem_optin();
     const int64_t sms = f.sm_count();
     if (sms <= 0 || xbytes >= optin) return false;
     int64_t fit = (optin - xbytes) / ring;
-    if (fit > kStreamXsMaxWarps / row_tiles) fit = kStreamXsMaxWarps / row_tiles; /* the kernel's bound */
+    if (fit > kStreamXsMaxWarps) fit = kStreamXsMaxWarps;
     if (fit < min_warps || fit < 1) return false;
-    const int64_t units = (c.n + 16 * row_tiles - 1) / (16 * row_tiles);
+    const int64_t units = (c.n + 15) / 16;
     auto blocks_for = [&](int64_t w) { return (units + w - 1) / w < sms ? (units + w - 1) / w : sms; };
     int64_t warps = fit;
     if (balance) {
@@ -215,7 +214,7 @@ bool plan_stream_shared_x(const Call &c, Facts &f, int token_tiles, int super_st
         }
     }
     p->path = ApplyPath::kStreamSharedX;
-    p->row_tiles = row_tiles;
+    p->row_tiles = 1;
     p->token_tiles = token_tiles;
     p->super_step = super_step;
     p->x_mode = kXShared;

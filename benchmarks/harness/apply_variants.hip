@@ -92,7 +92,7 @@ int variant_plan(const ApplyArgs &a, const Variant &v, ApplyPlan *p)
         ok = big_groups;
         break;
     case kVarStreamXs:
-        ok = big_groups && plan_stream_shared_x(call_of(a), f, 1, 4, v.p0, v.p1 != 0, p, v.p3 > 0 ? v.p3 : 1);
+        ok = big_groups && plan_stream_shared_x(call_of(a), f, 1, 4, v.p0, v.p1 != 0, p);
         if (v.p2 == 1) { /* whole super-steps */
             p->whole_super = true;
             ok = ok && a.k % 512 == 0;
@@ -110,10 +110,6 @@ int variant_plan(const ApplyArgs &a, const Variant &v, ApplyPlan *p)
     case kVarSplitK:
         ok = big_groups && plan_stream_split_k(call_of(a), f, 8, p);
         if (ok && v.p0 > 0 && p->blocks > v.p0) p->blocks = v.p0;
-        if (ok && v.p1 == 1) { /* each half's last super-step tested, any k */
-            p->whole_super = false;
-            p->tail_super = true;
-        }
         break;
     case kVarWgmma: ok = variant_wgmma(a, v.p0, v.p1, v.p2, p); break;
     case kVarWs:
