@@ -53,7 +53,7 @@ enum class ApplyPath {
     kWmma,   /* AMD RDNA3/RDNA4 WMMA through the rad_wmma layer (wmma.h): apply_wmma.hip */
     kMfma,   /* AMD CDNA (gfx942, gfx90a) MFMA through the rad_mfma layer (mfma.h): apply_mfma.hip */
     kWgmmaFold, /* sm_90a wgmma, the group scale folded into the dequantized weights (more than 32
-                 * tokens; 9-32 for G < 128): apply_wgmma_fold.hip */
+                 * tokens; 17-32 for k <= 1024; 9-32 for G < 128): apply_wgmma_fold.hip */
 };
 
 /* kStream: how a warp reads the activations of its tokens. From global memory (through L1), lanes
@@ -324,6 +324,13 @@ struct FoldTile {
  * 32 tokens is written by TMA. */
 constexpr int64_t kFoldTwoWgMaxK = 2048;
 constexpr int64_t kFoldTstoreMaxK = 1024;
+/* 17-32 tokens with groups of 128 or more: the folding kernel's 32-token tile (written by TMA, as
+ * every tile from 32 tokens at k <= kFoldTstoreMaxK) where k is at most this, else the wgmma pipe
+ * kernel. H200, docs/PERF_LOG.md sixteenth round, run 61, two timing loops: 262144 x 640 at 20 / 24
+ * / 32 tokens 58.6 / 59.4 / 59.7 us against the pipe kernel's 63.7 / 63.9 / 65.6, 151936 x 1024
+ * 46.3 / 46.3 / 47.0 against 50.7 / 49.8 / 51.9; at k = 2048 and beyond the pipe kernel leads
+ * (128256 x 2048 66.3 against 76.4 at 20 tokens, 248320 x 5120 266.2 against 279.3). */
+constexpr int64_t kFoldFewTokensMaxK = 1024;
 
 /* The library's fold tile for m tokens and k columns: the tokens split into equal chunks of at
  * most 256 (the largest wgmma n), each rounded up to 16 up to 32 tokens, to 48 up to 48 and to 32
@@ -544,9 +551,10 @@ Dispatch decide(const Call &c, Facts &f, int refuse)
     if (c.m <= 16 && big_groups && !(refuse & RADIANCE_GPU_TEST_NO_SHARED_X) &&
         plan_stream_split_k(c, f, kSharedXMinWarps, &p))
         return p;
-    /* more than 32 tokens (9-32 for groups under 128, which the kernels below serve only by
-     * mma.sync): the group scale folded into the dequantized weights, so no warpgroup drains its
-     * wgmmas between groups (docs/PERF_LOG.md eighth round, run 43, 248320 x 5120, H200: 916.8 /
+    /* more than 32 tokens (17-32 for k <= kFoldFewTokensMaxK; 9-32 for groups under 128, which
+     * the kernels below serve only by mma.sync): the group scale folded into the dequantized
+     * weights, so no warpgroup drains its wgmmas between groups (docs/PERF_LOG.md eighth round,
+     * run 43, 248320 x 5120, H200: 916.8 /
      * 1441 / 3895 / 8181 us at 256 / 384 / 1024 / 2048 tokens against the warp-specialized
      * kernel's 940 / 1991 / 4257 / 8320 in issue 22's table; group 64, 49152 x 576: 15.9 / 19.6 us
      * at 16 / 64 tokens against the tiled mma.sync kernel's 38 / 59, now ahead of bf16's 19.8 /
@@ -556,7 +564,7 @@ Dispatch decide(const Call &c, Facts &f, int refuse)
      * addresses, strides and swizzle, the same for both), and k % 32 == 0 always holds (a group is
      * 32-256 columns and divides k). So the older wgmma kernels or mma.sync follow. */
     const bool fold_ok = !(refuse & RADIANCE_GPU_TEST_NO_WGMMA) && f.wgmma_built();
-    if ((c.m > 32 || !big_groups) && fold_ok) {
+    if ((c.m > 32 || !big_groups || (c.m > 16 && c.k <= kFoldFewTokensMaxK)) && fold_ok) {
         if (plan_wgmma_fold(c, f, fold_tile_two_per_sm(c, fold_tile(c.m, c.k), f.sm_count()), refuse, &p)) return p;
     }
     const int tokens = c.m <= 16 ? 16 : c.m <= 32 ? 32 : c.m <= 64 ? 64 : 128;

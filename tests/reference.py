@@ -104,11 +104,11 @@ def dequantize_reference(nibbles, scales, group_size):
     return q * np.repeat(scales.astype(np.float64), group_size, axis=1)
 
 
-def folds_on_hopper(m, group_size):
+def folds_on_hopper(m, k, group_size):
     """Whether apply rounds each weight to bf16_rne(q * s) before the product on NVIDIA sm_90a
     (docs/FORMAT.md, "Rounding of apply": "Which calls fold"; hip/dispatch.h, decide): more than 32
-    tokens, or 9-32 where the group is under 128."""
-    return m > 32 or (m > 8 and group_size < 128)
+    tokens, 17-32 where k <= 1024, or 9-32 where the group is under 128."""
+    return m > 32 or (m > 16 and k <= 1024) or (m > 8 and group_size < 128)
 
 
 def apply_reference(x, nibbles, scales, group_size, bias=None):

@@ -53,13 +53,13 @@ def folded_weights(packed, scales, group_size):
     return radiance.dequantize(packed, scales, group_size).astype(BF16).astype(np.float64)
 
 
-def folds(m, group_size, flags=0):
+def folds(m, k, group_size, flags=0):
     """Whether the planner folds the scale into the weights for this call (hip/dispatch.h, decide;
     docs/FORMAT.md says which calls fold): sm_90 with its wgmma kernels and tensor maps, more than
-    32 tokens, or 9-32 where the group is under 128."""
+    32 tokens, 17-32 where k <= 1024, or 9-32 where the group is under 128."""
     if torch.cuda.get_device_capability() != (9, 0) or flags & (NO_MMA | NO_WGMMA | REFUSE_XMAP | REFUSE_WMAP):
         return False
-    return folds_on_hopper(m, group_size)
+    return folds_on_hopper(m, k, group_size)
 
 
 def assert_within_bf16_of_float64(got, x, packed, scales, group_size, bias, seed, floor=1e-6, folded=False):
@@ -124,7 +124,7 @@ def test_apply_gpu_matches_float64(m, k, group_size):
     torch.cuda.synchronize()
     got = to_numpy(y).astype(np.float64)
     assert np.isfinite(got).all(), f"unwritten outputs (seed {seed})"
-    assert_within_bf16_of_float64(got, x, packed, scales, group_size, bias, seed, folded=folds(m, group_size))
+    assert_within_bf16_of_float64(got, x, packed, scales, group_size, bias, seed, folded=folds(m, k, group_size))
 
 
 def profiled_apply(rng, m, n, k, group_size):
@@ -171,12 +171,13 @@ def test_apply_gpu_register_pipe_matches_float64(m, k, group_size):
         ahead, blocks = (2, 8) if deep else (3, 6)
         assert kernel_template_args(prof, "apply_mma_kernel") == (str(group_size), "1", "1", str(ahead), str(blocks))
     assert np.isfinite(got).all(), f"unwritten outputs (seed {seed})"
-    assert_within_bf16_of_float64(got, x, packed, scales, group_size, bias, seed, folded=folds(m, group_size))
+    assert_within_bf16_of_float64(got, x, packed, scales, group_size, bias, seed, folded=folds(m, k, group_size))
 
 
 # Every tile the planner picks from 9 tokens (hip/dispatch.h, decide and fold_tile): the split-k
 # stream kernel for 9-16 tokens where the halves of k fit (and, with NO_SHARED_X, the wgmma kernel
-# instead), and each tile of the folding wgmma kernel (16 and 32 tokens for groups under 128; 48;
+# instead), and each tile of the folding wgmma kernel (16 and 32 tokens for groups under 128; 32
+# for 17-32 tokens where k <= 1024, as 640 here, the wgmma pipe kernel at 5120 and 2304; 48;
 # 64 to 256 in 32s; above 256 in equal chunks: 257 as 2 x 160, 384 as 2 x 192, 700 as 3 x 256,
 # 1000 as 4 x 256; the warpgroups starting 1 step apart at 96-160 tokens and 2 at 224-256),
 # checked against float64 of bf16_rne(q * s) where it folds. Heads of 40001 rows give every
@@ -184,7 +185,7 @@ def test_apply_gpu_register_pipe_matches_float64(m, k, group_size):
 # tile to the next; k = 576, 1312 and 1376 end inside a 128-column step (576 and 1312 in its first
 # half, whose second half the kernel skips).
 @pytest.mark.parametrize("flags", [0, NO_SHARED_X], ids=["auto", "no_shared_x"])
-@pytest.mark.parametrize("m", [9, 12, 16, 40, 96, 129, 160, 192, 224, 255, 257])
+@pytest.mark.parametrize("m", [9, 12, 16, 20, 32, 40, 96, 129, 160, 192, 224, 255, 257])
 @pytest.mark.parametrize("n, k, group_size", [(40001, 640, 128), (3001, 5120, 128), (1999, 2304, 256)])
 def test_apply_gpu_every_tile_matches_float64(flags, m, n, k, group_size):
     check_flags_against_float64(flags, m, n, k, group_size)
@@ -205,8 +206,9 @@ def test_apply_gpu_every_fold_tile_matches_float64(m, n, k, group_size):
 
 
 # Tiles written by TMA (hip/dispatch.h, fold_tile: every 2-warpgroup tile, 161-256 tokens per chunk;
-# 97-160 with 2 warpgroups for k <= 2048; every tile from 32 tokens for k <= 1024; the 48-token tile
-# at every k: 40 of 48 at k = 5120, 48 at 2304) only where the
+# 97-160 with 2 warpgroups for k <= 2048; every tile from 32 tokens for k <= 1024, 17-32 tokens
+# too there: 20 of 32 at k = 640, 32 at 1024; the 48-token tile at every k: 40 of 48 at k = 5120,
+# 48 at 2304) only where the
 # output's tensor map is granted: n % 8 == 0 and a 16-byte aligned output, so the heads above (odd
 # n) never take them. Here n % 8 == 0: below one 64-row box (24), a last box cut by n (40008, 3000,
 # 20000), whole boxes (2048); m cut inside the last token box (200 of 224, 161 of 192, 24 of 32, 40
@@ -222,7 +224,8 @@ TMA_STORE_CASES = [
     (224, 24, 1024, 128), (700, 3000, 1024, 128), (384, 20000, 576, 64), (250, 2048, 1312, 32),
     (24, 20000, 576, 64), (40, 40008, 640, 128), (64, 20000, 576, 64), (96, 3000, 1024, 128),
     (120, 20000, 576, 64), (150, 40008, 1024, 256), (300, 40008, 640, 128), (150, 3000, 2048, 128),
-    (100, 2048, 2048, 128), (40, 3000, 5120, 128), (48, 2048, 2304, 256),
+    (100, 2048, 2048, 128), (40, 3000, 5120, 128), (48, 2048, 2304, 256), (20, 40008, 640, 128),
+    (32, 3000, 1024, 128),
 ]
 
 
@@ -273,7 +276,7 @@ def test_apply_gpu_tma_store_matches_float64_and_register_store_bit_for_bit(m, n
         outs[name] = to_numpy(out)
     got = outs["tma"].astype(np.float64)
     assert np.isfinite(got).all(), f"unwritten outputs (seed {seed})"
-    assert_within_bf16_of_float64(got, x, packed, scales, group_size, bias, seed, folded=folds(m, group_size))
+    assert_within_bf16_of_float64(got, x, packed, scales, group_size, bias, seed, folded=folds(m, k, group_size))
     for name in ("registers", "unaligned"):
         np.testing.assert_array_equal(outs[name].view(np.uint16), outs["tma"].view(np.uint16),
                                       err_msg=f"{name} against tma, seed {seed}")
@@ -376,7 +379,7 @@ def test_apply_gpu_hand_made_scales_match_float64(m):
     x = rng.standard_normal((m, k)).astype(BF16)
     got = to_numpy(radiance.apply(to_torch(x), to_torch(packed), to_torch(scales), group_size=group_size))
     assert_within_bf16_of_float64(got, x, packed, scales, group_size, None, seed, floor=1e-30,
-                                  folded=folds(m, group_size))
+                                  folded=folds(m, k, group_size))
 
 
 def test_apply_gpu_any_m_without_bias_matches_cpu_path():
@@ -591,7 +594,7 @@ def check_flags_against_float64(flags, m, n, k, group_size):
     got = apply_with_flags(flags, x, packed, scales, bias, group_size, n).astype(np.float64)
     assert np.isfinite(got).all(), f"unwritten outputs (seed {seed})"
     assert_within_bf16_of_float64(got, x, packed, scales, group_size, bias, seed,
-                                  folded=folds(m, group_size, flags))
+                                  folded=folds(m, k, group_size, flags))
 
 
 @pytest.mark.parametrize(
@@ -636,7 +639,7 @@ def test_apply_gpu_shared_x_matches_float64(flags, m, k, group_size):
     got = apply_with_flags(flags, x, packed, scales, bias, group_size, n).astype(np.float64)
     assert np.isfinite(got).all(), f"unwritten outputs (seed {seed})"
     assert_within_bf16_of_float64(got, x, packed, scales, group_size, bias, seed,
-                                  folded=folds(m, group_size, flags))
+                                  folded=folds(m, k, group_size, flags))
 
 
 @pytest.mark.parametrize("m", [1, 2, 5, 6])

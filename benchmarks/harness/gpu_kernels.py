@@ -437,7 +437,7 @@ def check_apply(L, rng, torch, failures, big=False, only="", skip=""):
                     refs[folded] = apply_reference(x64, q, s, group, b64, folded=folded)
                 return refs[folded]
             # the folding kernel's variants, and the automatic plan where it folds
-            auto_folds = hopper and folds_on_hopper(m, group)
+            auto_folds = hopper and folds_on_hopper(m, k, group)
             xt = torch.from_numpy(xb.view(np.int16)).cuda()
             bt = None if bb is None else torch.from_numpy(bb.view(np.int16)).cuda()
             for vname, v in variants:
