@@ -28,7 +28,9 @@
  * inside a super-step) serves the kernels of 1-8 tokens where k allows it, and the split-k halves;
  * its TAIL (only the last super-step's steps tested) the kernels of 1-8 tokens at any other k:
  * docs/PERF_LOG.md, "9-16 tokens by split k, and the M = 1 diet", its seventh and fifteenth
- * rounds. The kernels that test every step are the benchmark build's only.
+ * rounds. The kernels that test every step are the benchmark build's only. Both persistent kernels
+ * chain each warp's ring from one 16-row unit into the next (stream_warp_rows' UNITS, sixteenth
+ * round).
  */
 #include "apply_common.h"
 #include "apply_paths.h"
@@ -46,29 +48,34 @@ struct StreamSmem {
     static constexpr int slot = 16 * ROW_TILES * 64 * SUPER_STEPS; /* one ring slot: a super-step of a warp's rows */
 };
 
-/* The rows row0 .. row0 + 16 ROW_TILES - 1 (those below n) of a stream warp, for the tokens tok0 ..
- * tok0 + 8 TOKEN_TILES - 1 (those below m), through this warp's ring. X_MODE kXShared: xs is the block's
- * copy of the activations of these tokens (16 k bytes per 8 tokens). K_PART (kXShared only): only the
- * ksteps 128-column steps from step step0 on (xs holds just those columns, 2048 ksteps bytes per 8
- * tokens), and the fp32 sums go to partial[(mt * TOKEN_TILES + nt) * 4 + c] instead of the output
- * (apply_stream_split_k_kernel adds the two halves of k). WHOLE: the caller guarantees
- * k % (128 SUPER_STEPS) == 0 (with K_PART: ksteps % SUPER_STEPS == 0), so no step is tested against
- * k inside a super-step. TAIL (any k): only the last super-step's steps are tested, the others run
- * as WHOLE's (run 60: as fast as WHOLE where both apply). */
+/* The 16 ROW_TILES rows from row0 (those below n) of a stream warp, for the tokens tok0 ..
+ * tok0 + 8 TOKEN_TILES - 1 (those below m), through this warp's ring; done(row0, total) gets the
+ * unit's fp32 sums (StoreUnit writes them to the output). UNITS (the persistent kernels): then the
+ * units row0 + row_step, row0 + 2 row_step, ... below n as well, the ring running on from one unit
+ * into the next: the first super-step of the next unit is copied, and its scales loaded, while the
+ * last of this one is worked on, so a warp never starts a unit with an empty ring (docs/PERF_LOG.md,
+ * sixteenth round, run 62); without UNITS row_step is not read. X_MODE kXShared: xs is the block's
+ * copy of the activations of these tokens (16 k bytes per 8 tokens). K_PART (kXShared only): only
+ * the ksteps 128-column steps from step step0 on (xs holds just those columns, 2048 ksteps bytes
+ * per 8 tokens; apply_stream_split_k_kernel adds the two halves of k in its done). WHOLE: the caller
+ * guarantees k % (128 SUPER_STEPS) == 0 (with K_PART: ksteps % SUPER_STEPS == 0), so no step is
+ * tested against k inside a super-step. TAIL (any k): only the last super-step's steps are tested,
+ * the others run as WHOLE's (run 60: as fast as WHOLE where both apply). UNITS needs the
+ * activations in shared memory or WHOLE (those from global memory are loaded a step ahead, into
+ * register sets that follow the step's parity: with whole super-steps the last step of a unit
+ * loads the next unit's first). */
 template <bool B>
 struct StepsTested {
     static constexpr bool value = B;
 };
 
 template <int GROUP, int ROW_TILES, int TOKEN_TILES, int SUPER_STEPS, int RING_SLOTS, int X_MODE,
-          bool K_PART = false, bool WHOLE = false, bool TAIL = false>
+          bool K_PART = false, bool WHOLE = false, bool TAIL = false, bool UNITS = false, class Done>
 __device__ __forceinline__ void stream_warp_rows(const uint16_t *__restrict__ x, int64_t m, int64_t k,
                                                  const int32_t *__restrict__ packed,
-                                                 const uint16_t *__restrict__ scales,
-                                                 const uint16_t *__restrict__ bias, int64_t n,
-                                                 uint16_t *__restrict__ out, int64_t row0, int64_t tok0,
-                                                 unsigned char *ring, const unsigned char *xs, int step0 = 0,
-                                                 int ksteps = 0, float *partial = nullptr)
+                                                 const uint16_t *__restrict__ scales, int64_t n, int64_t row0,
+                                                 int64_t row_step, int64_t tok0, unsigned char *ring,
+                                                 const unsigned char *xs, int step0, int ksteps, Done &&done)
 {
 #if defined(RAD_HAS_MMA_BF16)
     static_assert(GROUP >= 128, "one scale per row and step");
@@ -86,18 +93,16 @@ __device__ __forceinline__ void stream_warp_rows(const uint16_t *__restrict__ x,
     const int64_t kw = k / 8, ng = k / GROUP;
     const int nsteps = K_PART ? ksteps : (int)(kw / kStepWords);
     const int nsuper = (nsteps + SUPER_STEPS - 1) / SUPER_STEPS;
+    static_assert(!UNITS || XS || WHOLE, "more than one unit: see above");
 
     /* copies: piece c = lane % kLanesPerRow (step c / 4 of the super-step) of rows
      * crow + kRowStep i, crow = lane / kLanesPerRow (all of the same parity, so one swizzle). A
-     * warp whose rows are all inside copies with no per-copy test; past the end, rows read as
-     * zeros and are never stored. */
+     * unit whose rows are all inside copies with no per-copy test; past the end, rows read as
+     * zeros and are never stored. The copy cursor (unit crow0, super-step cj, ring slot cslot)
+     * runs RING_SLOTS - 1 super-steps ahead of the work, into the next unit. */
     constexpr int kRowStep = 32 / kLanesPerRow;
     static_assert(kRowStep % 2 == 0, "a lane's copy rows share one parity, so one swizzle");
     const int cpiece = lane % kLanesPerRow, crow = lane / kLanesPerRow;
-    const bool all_rows = row0 + kRowsW <= n;
-    const int rows_left = (int)(all_rows ? kRowsW : n - row0) - crow; /* copy i: a row if kRowStep i < */
-    const unsigned char *csrc =
-        (const unsigned char *)(packed + (row0 + crow) * kw + 4 * cpiece + (K_PART ? step0 * kStepWords : 0));
     const int64_t cstride = (int64_t)kRowStep * kw * 4; /* bytes between a lane's copies */
     const int cdst = crow * kRowBytes + ((cpiece ^ ((crow & 1) << 2)) << 4);
     const unsigned ring_s = (unsigned)__cvta_generic_to_shared(ring);
@@ -114,24 +119,49 @@ __device__ __forceinline__ void stream_warp_rows(const uint16_t *__restrict__ x,
             }
         }
     };
-    auto issue = [&](int j) __attribute__((always_inline)) {
-        if (j < nsuper && (WHOLE || j * SUPER_STEPS + (cpiece >> 2) < nsteps)) {
-            const int dst = (j % RING_SLOTS) * kSlot + cdst;
-            copy_rows(dst, csrc + (int64_t)j * (SUPER_STEPS * kStepWords * 4), all_rows, rows_left);
-        }
+    int64_t crow0 = row0;                /* the unit being copied */
+    const unsigned char *csrc = nullptr; /* this lane's first piece of the next super-step to copy */
+    bool call = false, cvalid = true;    /* all its rows below n; a unit below n */
+    int cleft = 0, cj = 0, cslot = 0;    /* copy i: a row if kRowStep i < cleft; super-step, slot */
+    auto copy_unit = [&](int64_t unit_row0) __attribute__((always_inline)) {
+        call = unit_row0 + kRowsW <= n;
+        cleft = (int)(call ? kRowsW : n - unit_row0) - crow;
+        csrc = (const unsigned char *)(packed + (unit_row0 + crow) * kw + 4 * cpiece +
+                                       (K_PART ? step0 * kStepWords : 0));
+    };
+    copy_unit(row0);
+    auto issue = [&]() __attribute__((always_inline)) {
+        if (cvalid && (WHOLE || cj * SUPER_STEPS + (cpiece >> 2) < nsteps))
+            copy_rows(cslot * kSlot + cdst, csrc, call, cleft);
         rad_cp_async_commit();
+        cslot = cslot + 1 == RING_SLOTS ? 0 : cslot + 1;
+        csrc += SUPER_STEPS * kStepWords * 4;
+        if (++cj == nsuper) {
+            cj = 0;
+            if (UNITS) {
+                crow0 += row_step;
+                cvalid = crow0 < n;
+                if (cvalid) copy_unit(crow0);
+            } else {
+                cvalid = false;
+            }
+        }
     };
     /* scales of this thread's rows (16 mt + g + 8 hi) for the SUPER_STEPS steps of a super-step, as pairs
-     * (row g | row g + 8 << 16), loaded a super-step ahead; rows past the end read row n - 1 */
+     * (row g | row g + 8 << 16), loaded a super-step ahead (from the last super-step of a unit on,
+     * those of the next); rows past the end read row n - 1 */
     const uint16_t *srow[ROW_TILES][2];
+    auto scale_rows = [&](int64_t unit_row0) __attribute__((always_inline)) {
 #pragma unroll
-    for (int mt = 0; mt < ROW_TILES; mt++)
+        for (int mt = 0; mt < ROW_TILES; mt++)
 #pragma unroll
-        for (int hi = 0; hi < 2; hi++) {
-            int64_t row = row0 + 16 * mt + g + 8 * hi;
-            row = row < n ? row : n - 1;
-            srow[mt][hi] = scales + row * ng + (K_PART ? (GROUP == 256 ? step0 >> 1 : step0) : 0);
-        }
+            for (int hi = 0; hi < 2; hi++) {
+                int64_t row = unit_row0 + 16 * mt + g + 8 * hi;
+                row = row < n ? row : n - 1;
+                srow[mt][hi] = scales + row * ng + (K_PART ? (GROUP == 256 ? step0 >> 1 : step0) : 0);
+            }
+    };
+    scale_rows(row0);
     uint32_t scur[SUPER_STEPS][ROW_TILES], snext[SUPER_STEPS][ROW_TILES];
     auto load_scales = [&](uint32_t (&dst)[SUPER_STEPS][ROW_TILES], int j) __attribute__((always_inline)) {
 #pragma unroll
@@ -187,21 +217,29 @@ __device__ __forceinline__ void stream_warp_rows(const uint16_t *__restrict__ x,
     }
 
 #pragma unroll
-    for (int p = 0; p < RING_SLOTS - 1; p++) issue(p);
+    for (int p = 0; p < RING_SLOTS - 1; p++) issue();
     load_scales(snext, 0);
 
-    /* super-step j; TESTED: its steps tested against nsteps (never with WHOLE; with TAIL the last) */
-    auto super_step = [&](int j, auto tested) __attribute__((always_inline)) {
+    /* super-step j of the unit at unit_row0, in ring slot uslot; TESTED: its steps tested against
+     * nsteps (never with WHOLE; with TAIL the last) */
+    int uslot = 0;
+    auto super_step = [&](int64_t unit_row0, int j, auto tested) __attribute__((always_inline)) {
         constexpr bool TESTED = decltype(tested)::value;
         rad_cp_async_wait<RING_SLOTS - 2>(); /* this lane's copies of super-step j have landed */
         __syncwarp();                /* and everyone's; everyone is done with super-step j - 1 */
-        issue(j + RING_SLOTS - 1);           /* into the slot of super-step j - 1 */
+        issue();                     /* into the slot of super-step j - 1 */
 #pragma unroll
         for (int p = 0; p < SUPER_STEPS; p++)
 #pragma unroll
             for (int mt = 0; mt < ROW_TILES; mt++) scur[p][mt] = snext[p][mt];
-        if (j + 1 < nsuper) load_scales(snext, j + 1);
-        const unsigned char *slot = ring + (j % RING_SLOTS) * kSlot;
+        if (j + 1 < nsuper) {
+            load_scales(snext, j + 1);
+        } else if (UNITS && unit_row0 + row_step < n) {
+            scale_rows(unit_row0 + row_step);
+            load_scales(snext, 0);
+        }
+        const unsigned char *slot = ring + uslot * kSlot;
+        uslot = uslot + 1 == RING_SLOTS ? 0 : uslot + 1;
 #pragma unroll
         for (int p = 0; p < SUPER_STEPS; p++) {
             const int step = j * SUPER_STEPS + p;
@@ -215,18 +253,19 @@ __device__ __forceinline__ void stream_warp_rows(const uint16_t *__restrict__ x,
                     for (int i = 0; i < 4; i++)
                         xcur[nt][i] = rad_load_cached_16(xs_lane[nt] + (4 * step + i) * 512);
             } else if (!TESTED || step + 1 < nsteps) {
-                /* WHOLE: the last step of the last super-step loads its own columns again (unused)
-                 * rather than being skipped: a load that is always issued needs no copies of the
-                 * registers it would otherwise leave untouched */
+                /* WHOLE: the last step of a unit loads the first step's columns, for the next unit
+                 * (UNITS; unused after the last), or its own again: a load that is always issued
+                 * needs no copies of the registers it would otherwise leave untouched */
                 const bool past = WHOLE && p + 1 == SUPER_STEPS && j + 1 == nsuper;
+                const int64_t back = UNITS ? (int64_t)nsteps * (kStepWords * 8) : kStepWords * 8;
 #pragma unroll
                 for (int nt = 0; nt < TOKEN_TILES; nt++) {
+                    const uint16_t *src = past ? xsrc[nt] - back : xsrc[nt];
                     if (xvalid[nt]) {
-                        const uint16_t *src = past ? xsrc[nt] - kStepWords * 8 : xsrc[nt];
 #pragma unroll
                         for (int i = 0; i < 4; i++) xnext[nt][i] = rad_load_cached_16(src + 8 * i);
                     }
-                    xsrc[nt] += kStepWords * 8;
+                    xsrc[nt] = UNITS ? src + kStepWords * 8 : xsrc[nt] + kStepWords * 8;
                 }
             }
             uint32_t wv[2 * ROW_TILES][4];
@@ -282,23 +321,43 @@ __device__ __forceinline__ void stream_warp_rows(const uint16_t *__restrict__ x,
             }
         }
     };
-    if constexpr (TAIL) {
-        int j = 0;
-        for (; j + 1 < nsuper; j++) super_step(j, StepsTested<false>{});
-        super_step(j, StepsTested<true>{});
-    } else {
-        for (int j = 0; j < nsuper; j++) super_step(j, StepsTested<!WHOLE>{});
+    for (int64_t unit_row0 = row0;;) {
+        if constexpr (TAIL) {
+            int j = 0;
+            for (; j + 1 < nsuper; j++) super_step(unit_row0, j, StepsTested<false>{});
+            super_step(unit_row0, j, StepsTested<true>{});
+        } else {
+            for (int j = 0; j < nsuper; j++) super_step(unit_row0, j, StepsTested<!WHOLE>{});
+        }
+        done(unit_row0, total);
+        if constexpr (UNITS) {
+            unit_row0 += row_step;
+            if (unit_row0 < n) {
+#pragma unroll
+                for (int mt = 0; mt < ROW_TILES; mt++)
+#pragma unroll
+                    for (int nt = 0; nt < TOKEN_TILES; nt++)
+#pragma unroll
+                        for (int c = 0; c < 4; c++) total[mt][nt][c] = 0.0f;
+                continue;
+            }
+        }
+        break;
     }
     rad_cp_async_wait<0>();
+#endif
+}
 
-    if (K_PART) {
-#pragma unroll
-        for (int mt = 0; mt < ROW_TILES; mt++)
-#pragma unroll
-            for (int nt = 0; nt < TOKEN_TILES; nt++)
-#pragma unroll
-                for (int c = 0; c < 4; c++) partial[(mt * TOKEN_TILES + nt) * 4 + c] = total[mt][nt][c];
-    } else {
+/* stream_warp_rows' done for the kernels that write the output: a unit's sums as bf16 (bias added),
+ * rows below n and tokens below m only */
+template <int ROW_TILES, int TOKEN_TILES>
+struct StoreUnit {
+    int64_t m, n, tok0;
+    const uint16_t *bias;
+    uint16_t *out;
+    __device__ __forceinline__ void operator()(int64_t row0, const float (&total)[ROW_TILES][TOKEN_TILES][4]) const
+    {
+        const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
 #pragma unroll
         for (int mt = 0; mt < ROW_TILES; mt++)
 #pragma unroll
@@ -310,8 +369,7 @@ __device__ __forceinline__ void stream_warp_rows(const uint16_t *__restrict__ x,
                     if (row < n && tok < m) out[tok * n + row] = out_bf16(total[mt][nt][c], bias, row);
                 }
     }
-#endif
-}
+};
 
 template <int GROUP, int ROW_TILES, int TOKEN_TILES, int SUPER_STEPS, int RING_SLOTS, int X_MODE = kXClamp,
           bool WHOLE = false, bool TAIL = false>
@@ -328,9 +386,48 @@ apply_stream_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const 
     const int64_t row0 = (row_block * kStreamWarps + warp) * (16 * ROW_TILES);
     if (row0 >= n) return; /* whole warp; no block-wide barriers in this kernel */
     unsigned char *ring = smem + warp * (RING_SLOTS * StreamSmem<ROW_TILES, SUPER_STEPS>::slot);
+    const int64_t tok0 = chunk * (8 * TOKEN_TILES);
     stream_warp_rows<GROUP, ROW_TILES, TOKEN_TILES, SUPER_STEPS, RING_SLOTS, X_MODE, false, WHOLE, TAIL>(
-        x, m, k, packed, scales, bias, n, out, row0, chunk * (8 * TOKEN_TILES), ring, nullptr);
+        x, m, k, packed, scales, n, row0, n, tok0, ring, nullptr, 0, 0,
+        StoreUnit<ROW_TILES, TOKEN_TILES>{m, n, tok0, bias, out});
 }
+
+#if defined(RADIANCE_KERNEL_VARIANTS)
+/* The stream kernel of 1-8 tokens with whole super-steps and the loads of tokens past m skipped,
+ * persistent (benchmark build, streamskipwholep): `blocks` blocks of 4 warps, each warp taking the
+ * 16-row units warp + 4 blocks i, its ring chained from one unit into the next. */
+template <int GROUP>
+__global__ void __launch_bounds__(kStreamWarps * 32, 4)
+apply_stream_persist_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const int32_t *__restrict__ packed,
+                            const uint16_t *__restrict__ scales, const uint16_t *__restrict__ bias, int64_t n,
+                            uint16_t *__restrict__ out)
+{
+    extern __shared__ __align__(16) unsigned char smem[];
+    const int warp = threadIdx.x >> 5;
+    const int64_t row0 = ((int64_t)blockIdx.x * kStreamWarps + warp) * 16;
+    if (row0 >= n) return;
+    unsigned char *ring = smem + warp * (2 * StreamSmem<1, 4>::slot);
+    stream_warp_rows<GROUP, 1, 1, 4, 2, kXSkip, false, true, false, true>(
+        x, m, k, packed, scales, n, row0, (int64_t)gridDim.x * kStreamWarps * 16, 0, ring, nullptr, 0, 0,
+        StoreUnit<1, 1>{m, n, 0, bias, out});
+}
+
+rad_error_t launch_stream_persist(const ApplyArgs &a, const ApplyPlan &p)
+{
+    if (p.row_tiles != 1 || p.token_tiles != 1 || p.x_mode != kXSkip || !p.whole_super || a.k % 512 != 0 ||
+        a.m > 8 || (a.group != 128 && a.group != 256))
+        return (rad_error_t)RADIANCE_GPU_EINVAL;
+    auto kernel = a.group == 128 ? apply_stream_persist_kernel<128> : apply_stream_persist_kernel<256>;
+    const int smem = kStreamWarps * 2 * StreamSmem<1, 4>::slot;
+    const int64_t row_blocks = (a.n + 16 * kStreamWarps - 1) / (16 * kStreamWarps);
+    const int64_t blocks = row_blocks < p.blocks ? row_blocks : p.blocks;
+    rad_error_t err = rad_func_set_max_dynamic_smem(kernel, smem);
+    if (err != RAD_SUCCESS) return err;
+    kernel<<<(unsigned)blocks, kStreamWarps * 32, smem, a.stream>>>(a.x, a.m, a.k, a.packed, a.scales, a.bias, a.n,
+                                                                    a.out);
+    return rad_get_last_error();
+}
+#endif
 
 } // namespace
 
@@ -339,6 +436,9 @@ apply_stream_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const 
 rad_error_t launch_stream(const ApplyArgs &a, const ApplyPlan &p)
 {
     constexpr int kTokenTiles = 1, kSuperSteps = 4, kRingSlots = 2;
+#if defined(RADIANCE_KERNEL_VARIANTS)
+    if (p.blocks > 0) return launch_stream_persist(a, p);
+#endif
     if (p.token_tiles != kTokenTiles) return (rad_error_t)RADIANCE_GPU_EINVAL;
     void (*kernel)(const uint16_t *, int64_t, int64_t, const int32_t *, const uint16_t *, const uint16_t *, int64_t,
                    uint16_t *, int64_t) = nullptr;
@@ -388,8 +488,8 @@ namespace {
 
 /* The stream kernel with the activations in shared memory (path kStreamSharedX), for heads whose
  * activations fit there beside the rings (16 k bytes per 8 tokens; m <= 8 TOKEN_TILES). One block
- * per SM, each warp with its own ring, loops over 16 ROW_TILES-row units of the head (unit = warp +
- * warps in the grid x i). First the block copies x into shared memory, once, in the order the lanes
+ * per SM, each warp with its own ring, walks 16 ROW_TILES-row units of the head (unit = warp +
+ * warps in the grid x i, its ring chained from one into the next). First the block copies x into shared memory, once, in the order the lanes
  * read it: for step s, load i (columns 8 i .. 8 i + 7 of each lane's 32) and lane L = 4 g + t, the
  * 16 bytes of token 8 nt + g at column 128 s + 32 t + 8 i sit at nt * 16 k + ((4 s + i) * 32 + L) *
  * 16. A load of the warp reads at most 512 contiguous bytes: 4 shared-memory wavefronts, where 8
@@ -419,13 +519,12 @@ apply_stream_xs_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, con
     rad_cp_async_commit();
     rad_cp_async_wait<0>();
     __syncthreads();
-    const int64_t units = (n + 16 * ROW_TILES - 1) / (16 * ROW_TILES);
     unsigned char *ring = smem + warp * (RING_SLOTS * StreamSmem<ROW_TILES, SUPER_STEPS>::slot);
-    for (int64_t u = (int64_t)blockIdx.x * warps + warp; u < units; u += (int64_t)gridDim.x * warps) {
-        __syncwarp(); /* every lane is done with the ring (the last unit's reads) before it refills */
-        stream_warp_rows<GROUP, ROW_TILES, TOKEN_TILES, SUPER_STEPS, RING_SLOTS, kXShared, false, WHOLE, TAIL>(
-            x, m, k, packed, scales, bias, n, out, u * (16 * ROW_TILES), 0, ring, xs);
-    }
+    const int64_t row0 = ((int64_t)blockIdx.x * warps + warp) * (16 * ROW_TILES);
+    if (row0 < n)
+        stream_warp_rows<GROUP, ROW_TILES, TOKEN_TILES, SUPER_STEPS, RING_SLOTS, kXShared, false, WHOLE, TAIL, true>(
+            x, m, k, packed, scales, n, row0, (int64_t)gridDim.x * warps * (16 * ROW_TILES), 0, ring, xs, 0, 0,
+            StoreUnit<ROW_TILES, TOKEN_TILES>{m, n, 0, bias, out});
 #endif
 }
 
@@ -515,15 +614,16 @@ apply_stream_split_k_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k
     const unsigned peer_slot = rad_cluster_map(my_slot, 0), peer_full = rad_cluster_map(full, 0);
     const unsigned peer_empty = rad_cluster_map(empty, 1);
     const int g = lane >> 2, t = lane & 3;
-    const int64_t units = (n + 15) / 16;
     unsigned char *ring = smem + warp * (kSlots * StreamSmem<1, kSuper>::slot);
     const int64_t cluster = (int64_t)(blockIdx.x >> 1), clusters = (int64_t)(gridDim.x >> 1);
     unsigned it = 0;
-    for (int64_t u = cluster * warps + warp; u < units; u += clusters * warps, it++) {
-        __syncwarp(); /* every lane is done with the ring (the last unit's reads) before it refills */
+    /* a unit's halves meet: block 1 sends its sums, block 0 adds them to its own and writes */
+    auto meet = [&](int64_t row0, const float (&total)[1][kTiles][4]) __attribute__((always_inline)) {
         float part[kTiles * 4];
-        stream_warp_rows<GROUP, 1, kTiles, kSuper, kSlots, kXShared, true, WHOLE>(
-            x, m, k, packed, scales, bias, n, out, u * 16, 0, ring, xs, step0, ksteps, part);
+#pragma unroll
+        for (int nt = 0; nt < kTiles; nt++)
+#pragma unroll
+            for (int c = 0; c < 4; c++) part[nt * 4 + c] = total[0][nt][c];
         if (rank == 1) {
             if (it > 0) rad_cluster_mbarrier_wait(empty, (it - 1) & 1); /* block 0 has read the last unit's */
             rad_cluster_store_async_16(peer_slot, part[0], part[1], part[2], part[3], peer_full);
@@ -541,12 +641,17 @@ apply_stream_split_k_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k
             for (int nt = 0; nt < kTiles; nt++)
 #pragma unroll
                 for (int c = 0; c < 4; c++) {
-                    const int64_t row = u * 16 + g + 8 * (c >> 1);
+                    const int64_t row = row0 + g + 8 * (c >> 1);
                     const int64_t tok = 8 * nt + 2 * t + (c & 1);
                     if (row < n && tok < m) out[tok * n + row] = out_bf16(part[nt * 4 + c] + other[nt * 4 + c], bias, row);
                 }
         }
-    }
+        it++;
+    };
+    const int64_t row0 = (cluster * warps + warp) * 16;
+    if (row0 < n)
+        stream_warp_rows<GROUP, 1, kTiles, kSuper, kSlots, kXShared, true, WHOLE, false, true>(
+            x, m, k, packed, scales, n, row0, clusters * warps * 16, 0, ring, xs, step0, ksteps, meet);
     rad_cluster_sync(); /* the other block's last arrival on this block's barriers has landed */
 #else
     rad_trap(); /* a pass without clusters: split_k_max_clusters() keeps the planner away */

@@ -96,6 +96,12 @@ constexpr int kVectorMaxTokens = 8;
  * super-steps (run 60) the shared copy leads at 6 on 262144 x 640 (36.4 against 36.9 us) and
  * trails on 262144 x 5376 (218.0 against 209.4), and leads at 8 on both. */
 constexpr int kSharedXMinTokens = 6;
+/* The shared-activation kernel with its ring chained from unit to unit (docs/PERF_LOG.md sixteenth
+ * round, run 62, two timing loops, H200): with tail super-steps it leads the whole ones at k = 5120
+ * (248320 x 5120 at 6 / 8 tokens 181.9 / 183.8 us against 187.5 / 189.5; 151936 x 5120 117.0 /
+ * 123.4 against 120.9 / 126.9), ties at 4096 (128256 x 4096 80.5 / 84.6 against 80.5 / 84.9) and
+ * trails at 2048 and 1024 (151936 x 1024 33.2 against 32.6 at 8). Whole super-steps up to this k. */
+constexpr int64_t kSharedXWholeMaxK = 4096;
 /* Warps per block of kStreamSharedX, at least: 16 (one 4-step super-step each in flight) keep as
  * many weight bytes in flight per SM as the stream kernel's 4 blocks of 4 warps, the configuration
  * measured in run 26; where the activations leave room for fewer rings, the stream kernel. */
@@ -520,13 +526,14 @@ Dispatch decide(const Call &c, Facts &f, int refuse)
          * 5-11 % on the heads of k = 5120, fifteenth round, run 58), and elsewhere all but the last
          * super-step so (tail_super: 262144 x 5376 181.4 / 188.6 / 220.9 us at 1 / 4 / 8 tokens
          * against 200.1 / 221.6 / 227.5 with every step tested; run 60, where a tail kernel is as
-         * fast as a whole one on the heads where both apply). */
+         * fast as a whole one on the heads where both apply). The shared-activation kernel, whose
+         * warps run several units each, runs whole ones only up to kSharedXWholeMaxK. */
         const bool whole = c.k % 512 == 0;
         const bool shared_x = (refuse & RADIANCE_GPU_TEST_SHARED_X) ||
                               (c.m >= kSharedXMinTokens && !(refuse & RADIANCE_GPU_TEST_NO_SHARED_X));
         if (big_groups && shared_x && plan_stream_shared_x(c, f, 1, 4, kSharedXMinWarps, false, &p)) {
-            p.whole_super = whole;
-            p.tail_super = !whole;
+            p.whole_super = whole && c.k <= kSharedXWholeMaxK;
+            p.tail_super = !p.whole_super;
             return p;
         }
         if (c.m > 6 && c.k / 128 >= kWgmma8MinSteps && wgmma() && plan_wgmma(f, 8, refuse, &p)) return p;

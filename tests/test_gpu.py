@@ -662,7 +662,8 @@ def test_apply_gpu_shared_x_equals_stream_kernel_bit_for_bit(m, k, group_size):
 
 # The stream kernels of 1-8 tokens, groups 128 and 256 (hip/dispatch.h, decide): the loads of
 # tokens past m skipped at 1-5 tokens, the activations in shared memory from 6; whole 4-step
-# super-steps where k % 512 == 0 (no step tested against k), elsewhere all but the last (tail).
+# super-steps where k % 512 == 0 (no step tested against k; with the shared copy only to k = 4096),
+# elsewhere all but the last (tail).
 # k = 2304, 5376 and 640 end half-way or a quarter into a super-step; n odd or 17 (one warp's rows
 # and one more). Which kernel ran is read from the profiler on an H100 / H200 (the shared copy fits
 # there at these k); elsewhere only the float64 check.
@@ -676,12 +677,38 @@ def test_apply_gpu_stream_plans_match_float64(m, k, group_size):
     hopper = torch.version.cuda is not None and torch.cuda.get_device_capability() == (9, 0)
     if hopper and os.environ.get("RADIANCE_TEST_NO_PROFILER") != "1":
         whole, tail = ("true", "false") if k % 512 == 0 else ("false", "true")
-        if m >= 6:  # apply_stream_xs_kernel<group, 1, 1, 4, 2, whole, tail>
+        if m >= 6:  # apply_stream_xs_kernel<group, 1, 1, 4, 2, whole, tail>: whole only to k = 4096
+            whole, tail = ("true", "false") if k % 512 == 0 and k <= 4096 else ("false", "true")
             assert kernel_template_args(prof, "apply_stream_xs_kernel") == (
                 str(group_size), "1", "1", "4", "2", whole, tail)
         else:  # apply_stream_kernel<group, 1, 1, 4, 2, x mode (1: skipped), whole, tail>
             assert kernel_template_args(prof, "apply_stream_kernel") == (
                 str(group_size), "1", "1", "4", "2", "1", whole, tail)
+    assert np.isfinite(got).all(), f"unwritten outputs (seed {seed})"
+    assert_within_bf16_of_float64(got, x, packed, scales, group_size, bias, seed)
+
+
+# The persistent stream kernels of 6-16 tokens (the activations in shared memory; from 9 tokens
+# with k split over a cluster pair) with several 16-row units per warp: an H200 runs 132 x 16 warps,
+# 33792 rows a round (split k: 16896), so 68001-71999 rows give every warp 2-5 units, through which
+# each warp's ring runs on (the next unit's first super-step copied, and its scales loaded, during
+# the last of this one: stream_warp_rows). k = 768: a tail super-step (split k: 3 steps per half),
+# 1024 and 2048 whole ones. Which kernel ran is read from the profiler on an H100 / H200.
+@pytest.mark.parametrize("m", [6, 8, 9, 16])
+@pytest.mark.parametrize("k, group_size", [(768, 128), (1024, 256), (2048, 128)])
+def test_apply_gpu_persistent_stream_units_match_float64(m, k, group_size):
+    rng, seed = fresh_rng()
+    n = int(rng.integers(68000, 72000)) | 1
+    prof, got, (x, packed, scales, bias) = profiled_apply(rng, m, n, k, group_size)
+    hopper = torch.version.cuda is not None and torch.cuda.get_device_capability() == (9, 0)
+    if hopper and os.environ.get("RADIANCE_TEST_NO_PROFILER") != "1":
+        if m <= 8:  # apply_stream_xs_kernel<group, 1, 1, 4, 2, whole, tail>
+            whole, tail = ("true", "false") if k % 512 == 0 else ("false", "true")
+            assert kernel_template_args(prof, "apply_stream_xs_kernel") == (
+                str(group_size), "1", "1", "4", "2", whole, tail)
+        else:  # apply_stream_split_k_kernel<group, whole super-steps in each half>
+            whole = "true" if k % 1024 == 0 else "false"
+            assert kernel_template_args(prof, "apply_stream_split_k_kernel") == (str(group_size), whole)
     assert np.isfinite(got).all(), f"unwritten outputs (seed {seed})"
     assert_within_bf16_of_float64(got, x, packed, scales, group_size, bias, seed)
 

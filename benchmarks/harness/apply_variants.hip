@@ -106,6 +106,10 @@ int variant_plan(const ApplyArgs &a, const Variant &v, ApplyPlan *p)
         p->whole_super = v.p1 == 0;
         p->tail_super = v.p1 == 1;
         ok = big_groups && (v.p1 == 1 || a.k % 512 == 0);
+        if (v.p2 > 0) { /* persistent, p2 blocks per SM, one 8-token chunk */
+            p->blocks = (int)(v.p2 * f.sm_count());
+            ok = ok && a.m <= 8 && a.k % 512 == 0;
+        }
         break;
     case kVarSplitK:
         ok = big_groups && plan_stream_split_k(call_of(a), f, 8, p);

@@ -394,6 +394,13 @@ def check_apply(L, rng, torch, failures, big=False, only="", skip=""):
     # blocks, the activations staged once per block), n not a multiple of a block's rows
     vector_only = {(128, 40009, 256), (32, 20011, 576)}
     cases.extend(sorted(vector_only))
+    # the persistent stream kernels (6-16 tokens) only: two or more 16-row units per warp on an
+    # H200 (132 SMs x 16 warps x 16 rows = 33792 rows a round; split k: half that), so that the
+    # ring runs on from one unit into the next; k with a tail super-step, whole ones, and halves
+    # of k of 3 steps (one partial super-step each)
+    stream_multi = {(128, 70001, 768): (6, 8, 9, 16), (256, 69997, 1024): (7, 12),
+                    (128, 70001, 2048): (1, 4, 8, 16), (256, 70003, 2560): (6, 16)}
+    cases.extend(sorted(stream_multi))
     only_set, skip_set = set(filter(None, only.split(","))), set(filter(None, skip.split(",")))
     unknown = (only_set | skip_set) - set(VARIANTS)
     if unknown:
@@ -419,8 +426,8 @@ def check_apply(L, rng, torch, failures, big=False, only="", skip=""):
         s = bf16_bits_to_f32(sbits)
         pk = torch.from_numpy(words).cuda()
         sc = torch.from_numpy(sbits.view(np.int16)).cuda()
-        for mi, m in enumerate(ms):
-            if (ci + mi) % 2 and m not in (1, 64, 300):
+        for mi, m in enumerate(stream_multi.get((group, n, k), ms)):
+            if (ci + mi) % 2 and m not in (1, 64, 300) and (group, n, k) not in stream_multi:
                 continue  # keep the run short: every other m per case, always 1, 64 and 300
             xb = f32_to_bf16_rne_bits(rng.standard_normal((m, k)).astype(np.float32))
             if m > 1:
@@ -444,6 +451,8 @@ def check_apply(L, rng, torch, failures, big=False, only="", skip=""):
                 if vname.startswith("vector") and m > 64 and k > 2048:
                     continue  # slow path, covered at smaller sizes
                 if (group, n, k) in vector_only and not vname.startswith("vector"):
+                    continue
+                if (group, n, k) in stream_multi and not (vname == "auto" or vname.startswith("stream")):
                     continue
                 out = torch.full((m, n), -1, dtype=torch.int16, device="cuda")  # 0xFFFF: NaN
                 tag = f"apply {vname} G={group} n={n} k={k} m={m} bias={use_bias}"
