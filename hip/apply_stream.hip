@@ -43,9 +43,13 @@ namespace {
 
 constexpr int kStreamWarps = 4;
 
-template <int ROW_TILES, int SUPER_STEPS>
+template <int ROW_TILES, int SUPER_STEPS, int GROUP = 128, bool SRING = false>
 struct StreamSmem {
-    static constexpr int slot = 16 * ROW_TILES * 64 * SUPER_STEPS; /* one ring slot: a super-step of a warp's rows */
+    /* a row's scales of one super-step, in the ring with its weights (SRING) */
+    static constexpr int scale_bytes = SRING ? 2 * (GROUP == 128 ? SUPER_STEPS : SUPER_STEPS / 2) : 0;
+    static constexpr int weights = 16 * ROW_TILES * 64 * SUPER_STEPS;
+    /* one ring slot: a super-step of a warp's rows (and their scales) */
+    static constexpr int slot = weights + 16 * ROW_TILES * scale_bytes;
 };
 
 /* The 16 ROW_TILES rows from row0 (those below n) of a stream warp, for the tokens tok0 ..
@@ -70,7 +74,8 @@ struct StepsTested {
 };
 
 template <int GROUP, int ROW_TILES, int TOKEN_TILES, int SUPER_STEPS, int RING_SLOTS, int X_MODE,
-          bool K_PART = false, bool WHOLE = false, bool TAIL = false, bool UNITS = false, class Done>
+          bool K_PART = false, bool WHOLE = false, bool TAIL = false, bool UNITS = false, bool SRING = false,
+          class Done>
 __device__ __forceinline__ void stream_warp_rows(const uint16_t *__restrict__ x, int64_t m, int64_t k,
                                                  const int32_t *__restrict__ packed,
                                                  const uint16_t *__restrict__ scales, int64_t n, int64_t row0,
@@ -82,7 +87,10 @@ __device__ __forceinline__ void stream_warp_rows(const uint16_t *__restrict__ x,
     static_assert(SUPER_STEPS % 2 == 0, "the activation register set of step j SUPER_STEPS + p is p & 1");
     constexpr int kRowsW = 16 * ROW_TILES;
     constexpr int kRowBytes = 64 * SUPER_STEPS;                 /* one visit */
-    constexpr int kSlot = StreamSmem<ROW_TILES, SUPER_STEPS>::slot;
+    using Smem = StreamSmem<ROW_TILES, SUPER_STEPS, GROUP, SRING>;
+    constexpr int kSlot = Smem::slot, kScaleBytes = Smem::scale_bytes;
+    static_assert(!SRING || (WHOLE && !K_PART && SUPER_STEPS == 4 && (GROUP == 128 || GROUP == 256)),
+                  "scales in the ring: whole super-steps, a row's 2-4 scales of one aligned to their size");
     constexpr int kLanesPerRow = 4 * SUPER_STEPS;               /* 16-byte pieces per visit */
     constexpr int kCopies = kRowsW * kLanesPerRow / 32; /* per lane and super-step */
     constexpr bool XS = X_MODE == kXShared;
@@ -123,19 +131,33 @@ __device__ __forceinline__ void stream_warp_rows(const uint16_t *__restrict__ x,
     const unsigned char *csrc = nullptr; /* this lane's first piece of the next super-step to copy */
     bool call = false, cvalid = true;    /* all its rows below n; a unit below n */
     int cleft = 0, cj = 0, cslot = 0;    /* copy i: a row if kRowStep i < cleft; super-step, slot */
+    /* SRING: lane r < 16 ROW_TILES copies row r's scales of the super-step (zeros past n) */
+    const unsigned char *ssrc = nullptr;
+    bool svalid = false;
     auto copy_unit = [&](int64_t unit_row0) __attribute__((always_inline)) {
         call = unit_row0 + kRowsW <= n;
         cleft = (int)(call ? kRowsW : n - unit_row0) - crow;
         csrc = (const unsigned char *)(packed + (unit_row0 + crow) * kw + 4 * cpiece +
                                        (K_PART ? step0 * kStepWords : 0));
+        if (SRING) {
+            svalid = lane < kRowsW && unit_row0 + lane < n;
+            ssrc = (const unsigned char *)(scales + (svalid ? unit_row0 + lane : 0) * ng);
+        }
     };
     copy_unit(row0);
     auto issue = [&]() __attribute__((always_inline)) {
-        if (cvalid && (WHOLE || cj * SUPER_STEPS + (cpiece >> 2) < nsteps))
+        if (cvalid && (WHOLE || cj * SUPER_STEPS + (cpiece >> 2) < nsteps)) {
             copy_rows(cslot * kSlot + cdst, csrc, call, cleft);
+            if constexpr (SRING) {
+                if (lane < kRowsW)
+                    rad_cp_async_ca<kScaleBytes>(ring_s + cslot * kSlot + Smem::weights + lane * kScaleBytes, ssrc,
+                                                 svalid);
+            }
+        }
         rad_cp_async_commit();
         cslot = cslot + 1 == RING_SLOTS ? 0 : cslot + 1;
         csrc += SUPER_STEPS * kStepWords * 4;
+        if (SRING) ssrc += kScaleBytes;
         if (++cj == nsuper) {
             cj = 0;
             if (UNITS) {
@@ -218,7 +240,7 @@ __device__ __forceinline__ void stream_warp_rows(const uint16_t *__restrict__ x,
 
 #pragma unroll
     for (int p = 0; p < RING_SLOTS - 1; p++) issue();
-    load_scales(snext, 0);
+    if (!SRING) load_scales(snext, 0);
 
     /* super-step j of the unit at unit_row0, in ring slot uslot; TESTED: its steps tested against
      * nsteps (never with WHOLE; with TAIL the last) */
@@ -228,18 +250,37 @@ __device__ __forceinline__ void stream_warp_rows(const uint16_t *__restrict__ x,
         rad_cp_async_wait<RING_SLOTS - 2>(); /* this lane's copies of super-step j have landed */
         __syncwarp();                /* and everyone's; everyone is done with super-step j - 1 */
         issue();                     /* into the slot of super-step j - 1 */
+        if constexpr (!SRING) {
 #pragma unroll
-        for (int p = 0; p < SUPER_STEPS; p++)
+            for (int p = 0; p < SUPER_STEPS; p++)
 #pragma unroll
-            for (int mt = 0; mt < ROW_TILES; mt++) scur[p][mt] = snext[p][mt];
-        if (j + 1 < nsuper) {
-            load_scales(snext, j + 1);
-        } else if (UNITS && unit_row0 + row_step < n) {
-            scale_rows(unit_row0 + row_step);
-            load_scales(snext, 0);
+                for (int mt = 0; mt < ROW_TILES; mt++) scur[p][mt] = snext[p][mt];
+            if (j + 1 < nsuper) {
+                load_scales(snext, j + 1);
+            } else if (UNITS && unit_row0 + row_step < n) {
+                scale_rows(unit_row0 + row_step);
+                load_scales(snext, 0);
+            }
         }
         const unsigned char *slot = ring + uslot * kSlot;
         uslot = uslot + 1 == RING_SLOTS ? 0 : uslot + 1;
+        if constexpr (SRING) { /* this super-step's scales of rows 16 mt + g and + 8, from the slot */
+#pragma unroll
+            for (int mt = 0; mt < ROW_TILES; mt++) {
+                const unsigned char *sc = slot + Smem::weights + (16 * mt + g) * kScaleBytes;
+                if constexpr (GROUP == 128) { /* 4 scales a row: steps 0-1 in .x, 2-3 in .y */
+                    const uint2 lo = *(const uint2 *)sc, hi = *(const uint2 *)(sc + 8 * kScaleBytes);
+                    scur[0][mt] = (lo.x & 0xffffu) | (hi.x << 16);
+                    scur[1][mt] = (lo.x >> 16) | (hi.x & 0xffff0000u);
+                    scur[2][mt] = (lo.y & 0xffffu) | (hi.y << 16);
+                    scur[3][mt] = (lo.y >> 16) | (hi.y & 0xffff0000u);
+                } else { /* 2 scales a row: steps 0-1, then 2-3 */
+                    const uint32_t lo = *(const uint32_t *)sc, hi = *(const uint32_t *)(sc + 8 * kScaleBytes);
+                    scur[0][mt] = scur[1][mt] = (lo & 0xffffu) | (hi << 16);
+                    scur[2][mt] = scur[3][mt] = (lo >> 16) | (hi & 0xffff0000u);
+                }
+            }
+        }
 #pragma unroll
         for (int p = 0; p < SUPER_STEPS; p++) {
             const int step = j * SUPER_STEPS + p;
@@ -412,6 +453,39 @@ apply_stream_persist_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k
         StoreUnit<1, 1>{m, n, 0, bias, out});
 }
 
+/* The library's stream kernel of 1-5 tokens with whole super-steps (loads of tokens past m
+ * skipped), its scales copied into the ring with the weights (benchmark build, streamskipwholesr). */
+template <int GROUP>
+__global__ void __launch_bounds__(kStreamWarps * 32, 4)
+apply_stream_sring_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const int32_t *__restrict__ packed,
+                          const uint16_t *__restrict__ scales, const uint16_t *__restrict__ bias, int64_t n,
+                          uint16_t *__restrict__ out)
+{
+    extern __shared__ __align__(16) unsigned char smem[];
+    const int warp = threadIdx.x >> 5;
+    const int64_t row0 = ((int64_t)blockIdx.x * kStreamWarps + warp) * 16;
+    if (row0 >= n) return;
+    unsigned char *ring = smem + warp * (2 * StreamSmem<1, 4, GROUP, true>::slot);
+    stream_warp_rows<GROUP, 1, 1, 4, 2, kXSkip, false, true, false, false, true>(
+        x, m, k, packed, scales, n, row0, n, 0, ring, nullptr, 0, 0, StoreUnit<1, 1>{m, n, 0, bias, out});
+}
+
+rad_error_t launch_stream_sring(const ApplyArgs &a, const ApplyPlan &p)
+{
+    if (p.row_tiles != 1 || p.token_tiles != 1 || p.x_mode != kXSkip || !p.whole_super || a.k % 512 != 0 ||
+        a.m > 8 || (a.group != 128 && a.group != 256))
+        return (rad_error_t)RADIANCE_GPU_EINVAL;
+    auto kernel = a.group == 128 ? apply_stream_sring_kernel<128> : apply_stream_sring_kernel<256>;
+    const int smem = kStreamWarps * 2 * (a.group == 128 ? StreamSmem<1, 4, 128, true>::slot
+                                                        : StreamSmem<1, 4, 256, true>::slot);
+    const int64_t blocks = (a.n + 16 * kStreamWarps - 1) / (16 * kStreamWarps);
+    rad_error_t err = rad_func_set_max_dynamic_smem(kernel, smem);
+    if (err != RAD_SUCCESS) return err;
+    kernel<<<(unsigned)blocks, kStreamWarps * 32, smem, a.stream>>>(a.x, a.m, a.k, a.packed, a.scales, a.bias, a.n,
+                                                                    a.out);
+    return rad_get_last_error();
+}
+
 rad_error_t launch_stream_persist(const ApplyArgs &a, const ApplyPlan &p)
 {
     if (p.row_tiles != 1 || p.token_tiles != 1 || p.x_mode != kXSkip || !p.whole_super || a.k % 512 != 0 ||
@@ -437,6 +511,7 @@ rad_error_t launch_stream(const ApplyArgs &a, const ApplyPlan &p)
 {
     constexpr int kTokenTiles = 1, kSuperSteps = 4, kRingSlots = 2;
 #if defined(RADIANCE_KERNEL_VARIANTS)
+    if (p.ring_scales) return launch_stream_sring(a, p);
     if (p.blocks > 0) return launch_stream_persist(a, p);
 #endif
     if (p.token_tiles != kTokenTiles) return (rad_error_t)RADIANCE_GPU_EINVAL;
@@ -498,7 +573,7 @@ namespace {
  * 203.9 against 234.3 us at 8 tokens; the 16-token instances lost to the wgmma kernel, run 31),
  * ROW_TILES 1 (2, at 8 warps, lost 8-10 % in run 59 and was deleted). */
 template <int GROUP, int ROW_TILES, int TOKEN_TILES, int SUPER_STEPS, int RING_SLOTS, bool WHOLE = false,
-          bool TAIL = false>
+          bool TAIL = false, bool SRING = false>
 __global__ void __launch_bounds__(kStreamXsMaxWarps * 32, 1)
 apply_stream_xs_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const int32_t *__restrict__ packed,
                        const uint16_t *__restrict__ scales, const uint16_t *__restrict__ bias, int64_t n,
@@ -508,7 +583,8 @@ apply_stream_xs_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, con
     extern __shared__ __align__(16) unsigned char smem[];
     const int warps = (int)(blockDim.x >> 5), warp = (int)(threadIdx.x >> 5);
     const int kk = (int)k; /* the copy fits in shared memory, so k is small */
-    unsigned char *xs = smem + warps * (RING_SLOTS * StreamSmem<ROW_TILES, SUPER_STEPS>::slot);
+    constexpr int kSlot = StreamSmem<ROW_TILES, SUPER_STEPS, GROUP, SRING>::slot;
+    unsigned char *xs = smem + warps * (RING_SLOTS * kSlot);
     for (int q = (int)threadIdx.x; q < TOKEN_TILES * kk; q += (int)blockDim.x) { /* 16-byte pieces, k per 8 tokens */
         const int nt = q / kk, r = q % kk; /* r = (4 s + i) * 32 + L */
         const int lane = r & 31, i = (r >> 5) & 3, s = r >> 7;
@@ -519,10 +595,11 @@ apply_stream_xs_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, con
     rad_cp_async_commit();
     rad_cp_async_wait<0>();
     __syncthreads();
-    unsigned char *ring = smem + warp * (RING_SLOTS * StreamSmem<ROW_TILES, SUPER_STEPS>::slot);
+    unsigned char *ring = smem + warp * (RING_SLOTS * kSlot);
     const int64_t row0 = ((int64_t)blockIdx.x * warps + warp) * (16 * ROW_TILES);
     if (row0 < n)
-        stream_warp_rows<GROUP, ROW_TILES, TOKEN_TILES, SUPER_STEPS, RING_SLOTS, kXShared, false, WHOLE, TAIL, true>(
+        stream_warp_rows<GROUP, ROW_TILES, TOKEN_TILES, SUPER_STEPS, RING_SLOTS, kXShared, false, WHOLE, TAIL, true,
+                         SRING>(
             x, m, k, packed, scales, n, row0, (int64_t)gridDim.x * warps * (16 * ROW_TILES), 0, ring, xs, 0, 0,
             StoreUnit<ROW_TILES, TOKEN_TILES>{m, n, 0, bias, out});
 #endif
@@ -535,6 +612,14 @@ rad_error_t launch_stream_xs(const ApplyArgs &a, const ApplyPlan &p)
                    uint16_t *) = nullptr;
     const bool g128 = a.group == 128;
     if (a.group != 128 && a.group != 256) return (rad_error_t)RADIANCE_GPU_EINVAL;
+#if defined(RADIANCE_KERNEL_VARIANTS)
+    /* the scales in the ring with the weights (streamxswholesr): whole super-steps only */
+    if (p.ring_scales) {
+        if (p.row_tiles == 1 && p.whole_super && a.k % (128 * SUPER_STEPS) == 0)
+            kernel = g128 ? apply_stream_xs_kernel<128, 1, TOKEN_TILES, SUPER_STEPS, kStreamXsRingSlots, true, false, true>
+                          : apply_stream_xs_kernel<256, 1, TOKEN_TILES, SUPER_STEPS, kStreamXsRingSlots, true, false, true>;
+    } else
+#endif
     /* the library's: whole super-steps (k % 512 == 0) or all but the last */
     if (p.row_tiles == 1 && p.whole_super && a.k % (128 * SUPER_STEPS) == 0)
         kernel = g128 ? apply_stream_xs_kernel<128, 1, TOKEN_TILES, SUPER_STEPS, kStreamXsRingSlots, true>
@@ -549,10 +634,15 @@ rad_error_t launch_stream_xs(const ApplyArgs &a, const ApplyPlan &p)
                       : apply_stream_xs_kernel<256, 1, TOKEN_TILES, SUPER_STEPS, kStreamXsRingSlots>;
 #endif
     if (kernel == nullptr) return (rad_error_t)RADIANCE_GPU_EINVAL;
-    rad_error_t err = rad_func_set_max_dynamic_smem(kernel, p.smem);
+    int smem = p.smem;
+#if defined(RADIANCE_KERNEL_VARIANTS)
+    if (p.ring_scales) /* each ring slot also holds its 16 rows' scales */
+        smem += p.warps * kStreamXsRingSlots * 16 * StreamSmem<1, SUPER_STEPS, 128, true>::scale_bytes;
+#endif
+    rad_error_t err = rad_func_set_max_dynamic_smem(kernel, smem);
     if (err != RAD_SUCCESS) return err;
-    kernel<<<(unsigned)p.blocks, (unsigned)(p.warps * 32), p.smem, a.stream>>>(a.x, a.m, a.k, a.packed, a.scales,
-                                                                             a.bias, a.n, a.out);
+    kernel<<<(unsigned)p.blocks, (unsigned)(p.warps * 32), smem, a.stream>>>(a.x, a.m, a.k, a.packed, a.scales,
+                                                                           a.bias, a.n, a.out);
     return rad_get_last_error();
 }
 

@@ -168,6 +168,9 @@ struct Dispatch {
     int super_step, warps, blocks, smem;
     /* kStreamSharedX: 2 where k is split over a cluster pair of blocks (plan_stream_split_k), else 0 */
     int k_parts;
+    /* kStream, kStreamSharedX (whole super-steps): the scales copied into the ring with the weights
+     * (the benchmark build's streamskipwholesr and streamxswholesr; decide never sets it) */
+    bool ring_scales;
 };
 
 /* kVector: the smallest tile of tokens that holds m (1, 2, 4 or 8: the FMAs of tokens past m are

@@ -48,6 +48,16 @@ __device__ __forceinline__ void rad_cp_async_16_full(unsigned smem, const void *
 {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(smem), "l"(gmem) : "memory");
 }
+/* Asynchronous BYTES-byte (4, 8 or 16) global -> shared copy through L1, to an address in the
+ * shared window; zero-fills when !valid (no read). */
+template <int BYTES>
+__device__ __forceinline__ void rad_cp_async_ca(unsigned smem, const void *gmem, bool valid)
+{
+    static_assert(BYTES == 4 || BYTES == 8 || BYTES == 16, "cp.async.ca copies 4, 8 or 16 bytes");
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;" ::"r"(smem), "l"(gmem), "n"(BYTES),
+                 "r"(valid ? BYTES : 0)
+                 : "memory");
+}
 __device__ __forceinline__ void rad_cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 template <int N>
 __device__ __forceinline__ void rad_cp_async_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }

@@ -98,6 +98,10 @@ int variant_plan(const ApplyArgs &a, const Variant &v, ApplyPlan *p)
             ok = ok && a.k % 512 == 0;
         }
         if (v.p2 == 2) p->tail_super = true; /* the last super-step tested, any k */
+        if (v.p3 == 1) { /* the scales in the ring, whole super-steps only */
+            p->ring_scales = true;
+            ok = ok && p->whole_super;
+        }
         break;
     case kVarStreamWhole:
         p->path = ApplyPath::kStream;
@@ -109,6 +113,10 @@ int variant_plan(const ApplyArgs &a, const Variant &v, ApplyPlan *p)
         if (v.p2 > 0) { /* persistent, p2 blocks per SM, one 8-token chunk */
             p->blocks = (int)(v.p2 * f.sm_count());
             ok = ok && a.m <= 8 && a.k % 512 == 0;
+        }
+        if (v.p3 == 1) { /* the scales in the ring, one 8-token chunk, whole super-steps */
+            p->ring_scales = true;
+            ok = ok && a.m <= 8 && p->whole_super;
         }
         break;
     case kVarSplitK:
