@@ -434,12 +434,13 @@ apply_stream_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const 
 }
 
 #if defined(RADIANCE_KERNEL_VARIANTS)
-/* The stream kernel of 1-8 tokens with whole super-steps and the loads of tokens past m skipped,
- * persistent (benchmark build, streamskipwholep): `blocks` blocks of 4 warps, each warp taking the
- * 16-row units warp + 4 blocks i, its ring chained from one unit into the next. */
-template <int GROUP>
+/* The library's stream kernel of 1-8 tokens with whole super-steps and the loads of tokens past m
+ * skipped, in two benchmark variants: PERSIST (streamskipwholep), `blocks` blocks of 4 warps, each
+ * warp taking the 16-row units warp + 4 blocks i, its ring chained from one unit into the next;
+ * SRING (streamskipwholesr), the scales copied into the ring with the weights. */
+template <int GROUP, bool PERSIST, bool SRING>
 __global__ void __launch_bounds__(kStreamWarps * 32, 4)
-apply_stream_persist_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const int32_t *__restrict__ packed,
+apply_stream_variant_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const int32_t *__restrict__ packed,
                             const uint16_t *__restrict__ scales, const uint16_t *__restrict__ bias, int64_t n,
                             uint16_t *__restrict__ out)
 {
@@ -447,54 +448,23 @@ apply_stream_persist_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k
     const int warp = threadIdx.x >> 5;
     const int64_t row0 = ((int64_t)blockIdx.x * kStreamWarps + warp) * 16;
     if (row0 >= n) return;
-    unsigned char *ring = smem + warp * (2 * StreamSmem<1, 4>::slot);
-    stream_warp_rows<GROUP, 1, 1, 4, 2, kXSkip, false, true, false, true>(
-        x, m, k, packed, scales, n, row0, (int64_t)gridDim.x * kStreamWarps * 16, 0, ring, nullptr, 0, 0,
-        StoreUnit<1, 1>{m, n, 0, bias, out});
+    unsigned char *ring = smem + warp * (2 * StreamSmem<1, 4, GROUP, SRING>::slot);
+    const int64_t row_step = PERSIST ? (int64_t)gridDim.x * kStreamWarps * 16 : n;
+    stream_warp_rows<GROUP, 1, 1, 4, 2, kXSkip, false, true, false, PERSIST, SRING>(
+        x, m, k, packed, scales, n, row0, row_step, 0, ring, nullptr, 0, 0, StoreUnit<1, 1>{m, n, 0, bias, out});
 }
 
-/* The library's stream kernel of 1-5 tokens with whole super-steps (loads of tokens past m
- * skipped), its scales copied into the ring with the weights (benchmark build, streamskipwholesr). */
-template <int GROUP>
-__global__ void __launch_bounds__(kStreamWarps * 32, 4)
-apply_stream_sring_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const int32_t *__restrict__ packed,
-                          const uint16_t *__restrict__ scales, const uint16_t *__restrict__ bias, int64_t n,
-                          uint16_t *__restrict__ out)
-{
-    extern __shared__ __align__(16) unsigned char smem[];
-    const int warp = threadIdx.x >> 5;
-    const int64_t row0 = ((int64_t)blockIdx.x * kStreamWarps + warp) * 16;
-    if (row0 >= n) return;
-    unsigned char *ring = smem + warp * (2 * StreamSmem<1, 4, GROUP, true>::slot);
-    stream_warp_rows<GROUP, 1, 1, 4, 2, kXSkip, false, true, false, false, true>(
-        x, m, k, packed, scales, n, row0, n, 0, ring, nullptr, 0, 0, StoreUnit<1, 1>{m, n, 0, bias, out});
-}
-
-rad_error_t launch_stream_sring(const ApplyArgs &a, const ApplyPlan &p)
+template <bool PERSIST, bool SRING>
+rad_error_t launch_stream_variant(const ApplyArgs &a, const ApplyPlan &p)
 {
     if (p.row_tiles != 1 || p.token_tiles != 1 || p.x_mode != kXSkip || !p.whole_super || a.k % 512 != 0 ||
         a.m > 8 || (a.group != 128 && a.group != 256))
         return (rad_error_t)RADIANCE_GPU_EINVAL;
-    auto kernel = a.group == 128 ? apply_stream_sring_kernel<128> : apply_stream_sring_kernel<256>;
-    const int smem = kStreamWarps * 2 * (a.group == 128 ? StreamSmem<1, 4, 128, true>::slot
-                                                        : StreamSmem<1, 4, 256, true>::slot);
-    const int64_t blocks = (a.n + 16 * kStreamWarps - 1) / (16 * kStreamWarps);
-    rad_error_t err = rad_func_set_max_dynamic_smem(kernel, smem);
-    if (err != RAD_SUCCESS) return err;
-    kernel<<<(unsigned)blocks, kStreamWarps * 32, smem, a.stream>>>(a.x, a.m, a.k, a.packed, a.scales, a.bias, a.n,
-                                                                    a.out);
-    return rad_get_last_error();
-}
-
-rad_error_t launch_stream_persist(const ApplyArgs &a, const ApplyPlan &p)
-{
-    if (p.row_tiles != 1 || p.token_tiles != 1 || p.x_mode != kXSkip || !p.whole_super || a.k % 512 != 0 ||
-        a.m > 8 || (a.group != 128 && a.group != 256))
-        return (rad_error_t)RADIANCE_GPU_EINVAL;
-    auto kernel = a.group == 128 ? apply_stream_persist_kernel<128> : apply_stream_persist_kernel<256>;
-    const int smem = kStreamWarps * 2 * StreamSmem<1, 4>::slot;
+    const bool g128 = a.group == 128;
+    auto kernel = g128 ? apply_stream_variant_kernel<128, PERSIST, SRING> : apply_stream_variant_kernel<256, PERSIST, SRING>;
+    const int smem = kStreamWarps * 2 * (g128 ? StreamSmem<1, 4, 128, SRING>::slot : StreamSmem<1, 4, 256, SRING>::slot);
     const int64_t row_blocks = (a.n + 16 * kStreamWarps - 1) / (16 * kStreamWarps);
-    const int64_t blocks = row_blocks < p.blocks ? row_blocks : p.blocks;
+    const int64_t blocks = PERSIST && p.blocks < row_blocks ? p.blocks : row_blocks;
     rad_error_t err = rad_func_set_max_dynamic_smem(kernel, smem);
     if (err != RAD_SUCCESS) return err;
     kernel<<<(unsigned)blocks, kStreamWarps * 32, smem, a.stream>>>(a.x, a.m, a.k, a.packed, a.scales, a.bias, a.n,
@@ -511,8 +481,8 @@ rad_error_t launch_stream(const ApplyArgs &a, const ApplyPlan &p)
 {
     constexpr int kTokenTiles = 1, kSuperSteps = 4, kRingSlots = 2;
 #if defined(RADIANCE_KERNEL_VARIANTS)
-    if (p.ring_scales) return launch_stream_sring(a, p);
-    if (p.blocks > 0) return launch_stream_persist(a, p);
+    if (p.ring_scales) return launch_stream_variant<false, true>(a, p);
+    if (p.blocks > 0) return launch_stream_variant<true, false>(a, p);
 #endif
     if (p.token_tiles != kTokenTiles) return (rad_error_t)RADIANCE_GPU_EINVAL;
     void (*kernel)(const uint16_t *, int64_t, int64_t, const int32_t *, const uint16_t *, const uint16_t *, int64_t,
