@@ -561,18 +561,17 @@ Dispatch decide(const Call &c, Facts &f, int refuse)
     if (c.m <= 16 && big_groups && !(refuse & RADIANCE_GPU_TEST_NO_SHARED_X) &&
         plan_stream_split_k(c, f, kSharedXMinWarps, &p))
         return p;
-    /* more than 32 tokens (17-32 for k <= kFoldFewTokensMaxK; 9-32 for groups under 128, which
-     * the kernels below serve only by mma.sync): the group scale folded into the dequantized
-     * weights, so no warpgroup drains its wgmmas between groups (docs/PERF_LOG.md eighth round,
-     * run 43, 248320 x 5120, H200: 916.8 /
-     * 1441 / 3895 / 8181 us at 256 / 384 / 1024 / 2048 tokens against the warp-specialized
-     * kernel's 940 / 1991 / 4257 / 8320 in issue 22's table; group 64, 49152 x 576: 15.9 / 19.6 us
-     * at 16 / 64 tokens against the tiled mma.sync kernel's 38 / 59, now ahead of bf16's 19.8 /
-     * 22.8).
-     * Where its maps are refused, the warp-specialized kernel is no fallback: it asks for the same
-     * two maps (boxes differing only in size, which no refusal depends on: the driver checks the
-     * addresses, strides and swizzle, the same for both), and k % 32 == 0 always holds (a group is
-     * 32-256 columns and divides k). So the older wgmma kernels or mma.sync follow. */
+    /* more than 32 tokens (17-32 for k <= kFoldFewTokensMaxK; 9-32 for groups under 128, which the
+     * kernels below serve only by mma.sync): the group scale folded into the dequantized weights,
+     * so no warpgroup drains its wgmmas between groups (docs/PERF_LOG.md eighth round, run 43,
+     * 248320 x 5120, H200: 916.8 / 1441 / 3895 / 8181 us at 256 / 384 / 1024 / 2048 tokens against
+     * the warp-specialized kernel's 940 / 1991 / 4257 / 8320 in issue 22's table; group 64,
+     * 49152 x 576: 15.9 / 19.6 us at 16 / 64 tokens against the tiled mma.sync kernel's 38 / 59,
+     * now ahead of bf16's 19.8 / 22.8). Where its maps are refused, the warp-specialized kernel is no
+     * fallback: it asks for the same two maps (boxes differing only in size, which no refusal
+     * depends on: the driver checks the addresses, strides and swizzle, the same for both), and
+     * k % 32 == 0 always holds (a group is 32-256 columns and divides k). So the older wgmma
+     * kernels or mma.sync follow. */
     const bool fold_ok = !(refuse & RADIANCE_GPU_TEST_NO_WGMMA) && f.wgmma_built();
     if ((c.m > 32 || !big_groups || (c.m > 16 && c.k <= kFoldFewTokensMaxK)) && fold_ok) {
         if (plan_wgmma_fold(c, f, fold_tile_two_per_sm(c, fold_tile(c.m, c.k), f.sm_count()), refuse, &p)) return p;
