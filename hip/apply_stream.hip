@@ -139,7 +139,7 @@ __device__ __forceinline__ void stream_warp_rows(const uint16_t *__restrict__ x,
         cleft = (int)(call ? kRowsW : n - unit_row0) - crow;
         csrc = (const unsigned char *)(packed + (unit_row0 + crow) * kw + 4 * cpiece +
                                        (K_PART ? step0 * kStepWords : 0));
-        if (SRING) {
+        if constexpr (SRING) {
             svalid = lane < kRowsW && unit_row0 + lane < n;
             ssrc = (const unsigned char *)(scales + (svalid ? unit_row0 + lane : 0) * ng);
         }
@@ -157,7 +157,7 @@ __device__ __forceinline__ void stream_warp_rows(const uint16_t *__restrict__ x,
         rad_cp_async_commit();
         cslot = cslot + 1 == RING_SLOTS ? 0 : cslot + 1;
         csrc += SUPER_STEPS * kStepWords * 4;
-        if (SRING) ssrc += kScaleBytes;
+        if constexpr (SRING) ssrc += kScaleBytes;
         if (++cj == nsuper) {
             cj = 0;
             if (UNITS) {
@@ -606,8 +606,10 @@ rad_error_t launch_stream_xs(const ApplyArgs &a, const ApplyPlan &p)
     if (kernel == nullptr) return (rad_error_t)RADIANCE_GPU_EINVAL;
     int smem = p.smem;
 #if defined(RADIANCE_KERNEL_VARIANTS)
-    if (p.ring_scales) /* each ring slot also holds its 16 rows' scales */
-        smem += p.warps * kStreamXsRingSlots * 16 * StreamSmem<1, SUPER_STEPS, 128, true>::scale_bytes;
+    if (p.ring_scales) /* each ring slot also holds its 16 rows' scales: the group's bytes */
+        smem += p.warps * kStreamXsRingSlots *
+                (g128 ? StreamSmem<1, SUPER_STEPS, 128, true>::slot - StreamSmem<1, SUPER_STEPS>::slot
+                      : StreamSmem<1, SUPER_STEPS, 256, true>::slot - StreamSmem<1, SUPER_STEPS>::slot);
 #endif
     rad_error_t err = rad_func_set_max_dynamic_smem(kernel, smem);
     if (err != RAD_SUCCESS) return err;
