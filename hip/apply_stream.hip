@@ -43,13 +43,14 @@ namespace {
 
 constexpr int kStreamWarps = 4;
 
+/* one ring slot: a super-step of a warp's rows, and with SRING their scales after the weights
+ * (dispatch.h's stream_slot_bytes, which the planner sizes shared memory by) */
 template <int ROW_TILES, int SUPER_STEPS, int GROUP = 128, bool SRING = false>
 struct StreamSmem {
-    /* a row's scales of one super-step, in the ring with its weights (SRING) */
-    static constexpr int scale_bytes = SRING ? 2 * (GROUP == 128 ? SUPER_STEPS : SUPER_STEPS / 2) : 0;
+    static constexpr int scale_bytes = SRING ? stream_row_scale_bytes(GROUP, SUPER_STEPS) : 0; /* a row's */
     static constexpr int weights = 16 * ROW_TILES * 64 * SUPER_STEPS;
-    /* one ring slot: a super-step of a warp's rows (and their scales) */
-    static constexpr int slot = weights + 16 * ROW_TILES * scale_bytes;
+    static constexpr int slot = (int)stream_slot_bytes(ROW_TILES, SUPER_STEPS, GROUP, SRING);
+    static_assert(slot == weights + 16 * ROW_TILES * scale_bytes && slot % 16 == 0, "16-byte copies into each slot");
 };
 
 /* The 16 ROW_TILES rows from row0 (those below n) of a stream warp, for the tokens tok0 ..
@@ -64,7 +65,10 @@ struct StreamSmem {
  * per 8 tokens; apply_stream_split_k_kernel adds the two halves of k in its done). WHOLE: the caller
  * guarantees k % (128 SUPER_STEPS) == 0 (with K_PART: ksteps % SUPER_STEPS == 0), so no step is
  * tested against k inside a super-step. TAIL (any k): only the last super-step's steps are tested,
- * the others run as WHOLE's (run 60: as fast as WHOLE where both apply). UNITS needs the
+ * the others run as WHOLE's (run 60: as fast as WHOLE where both apply). SRING (WHOLE only): each
+ * super-step's scales travel in its ring slot, after the weights (StreamSmem), copied by lanes 0 ..
+ * 16 ROW_TILES - 1 (one row's each) with the weights, instead of loaded into registers from global
+ * memory a super-step ahead (dispatch.h, kRingScalesFewTokensMaxK). UNITS needs the
  * activations in shared memory or WHOLE (those from global memory are loaded a step ahead, into
  * register sets that follow the step's parity: with whole super-steps the last step of a unit
  * loads the next unit's first). */
@@ -89,8 +93,9 @@ __device__ __forceinline__ void stream_warp_rows(const uint16_t *__restrict__ x,
     constexpr int kRowBytes = 64 * SUPER_STEPS;                 /* one visit */
     using Smem = StreamSmem<ROW_TILES, SUPER_STEPS, GROUP, SRING>;
     constexpr int kSlot = Smem::slot, kScaleBytes = Smem::scale_bytes;
-    static_assert(!SRING || (WHOLE && !K_PART && SUPER_STEPS == 4 && (GROUP == 128 || GROUP == 256)),
-                  "scales in the ring: whole super-steps, a row's 2-4 scales of one aligned to their size");
+    static_assert(!SRING || (WHOLE && SUPER_STEPS == 4 && (GROUP == 128 || GROUP == 256)),
+                  "scales in the ring: whole super-steps, a row's 2-4 scales of one aligned to their size "
+                  "(with K_PART: step0 % SUPER_STEPS == 0 too)");
     constexpr int kLanesPerRow = 4 * SUPER_STEPS;               /* 16-byte pieces per visit */
     constexpr int kCopies = kRowsW * kLanesPerRow / 32; /* per lane and super-step */
     constexpr bool XS = X_MODE == kXShared;
@@ -141,7 +146,8 @@ __device__ __forceinline__ void stream_warp_rows(const uint16_t *__restrict__ x,
                                        (K_PART ? step0 * kStepWords : 0));
         if constexpr (SRING) {
             svalid = lane < kRowsW && unit_row0 + lane < n;
-            ssrc = (const unsigned char *)(scales + (svalid ? unit_row0 + lane : 0) * ng);
+            ssrc = (const unsigned char *)(scales + (svalid ? unit_row0 + lane : 0) * ng +
+                                           (K_PART ? (GROUP == 256 ? step0 >> 1 : step0) : 0));
         }
     };
     copy_unit(row0);
@@ -413,7 +419,7 @@ struct StoreUnit {
 };
 
 template <int GROUP, int ROW_TILES, int TOKEN_TILES, int SUPER_STEPS, int RING_SLOTS, int X_MODE = kXClamp,
-          bool WHOLE = false, bool TAIL = false>
+          bool WHOLE = false, bool TAIL = false, bool SRING = false>
 __global__ void __launch_bounds__(kStreamWarps * 32, ROW_TILES * TOKEN_TILES == 1 ? 4 : 1)
 apply_stream_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const int32_t *__restrict__ packed,
                     const uint16_t *__restrict__ scales, const uint16_t *__restrict__ bias, int64_t n,
@@ -426,45 +432,42 @@ apply_stream_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const 
     const int64_t row_block = (int64_t)blockIdx.x / token_chunks;
     const int64_t row0 = (row_block * kStreamWarps + warp) * (16 * ROW_TILES);
     if (row0 >= n) return; /* whole warp; no block-wide barriers in this kernel */
-    unsigned char *ring = smem + warp * (RING_SLOTS * StreamSmem<ROW_TILES, SUPER_STEPS>::slot);
+    unsigned char *ring = smem + warp * (RING_SLOTS * StreamSmem<ROW_TILES, SUPER_STEPS, GROUP, SRING>::slot);
     const int64_t tok0 = chunk * (8 * TOKEN_TILES);
-    stream_warp_rows<GROUP, ROW_TILES, TOKEN_TILES, SUPER_STEPS, RING_SLOTS, X_MODE, false, WHOLE, TAIL>(
+    stream_warp_rows<GROUP, ROW_TILES, TOKEN_TILES, SUPER_STEPS, RING_SLOTS, X_MODE, false, WHOLE, TAIL, false, SRING>(
         x, m, k, packed, scales, n, row0, n, tok0, ring, nullptr, 0, 0,
         StoreUnit<ROW_TILES, TOKEN_TILES>{m, n, tok0, bias, out});
 }
 
 #if defined(RADIANCE_KERNEL_VARIANTS)
 /* The library's stream kernel of 1-8 tokens with whole super-steps and the loads of tokens past m
- * skipped, in two benchmark variants: PERSIST (streamskipwholep), `blocks` blocks of 4 warps, each
- * warp taking the 16-row units warp + 4 blocks i, its ring chained from one unit into the next;
- * SRING (streamskipwholesr), the scales copied into the ring with the weights. */
-template <int GROUP, bool PERSIST, bool SRING>
+ * skipped, persistent (streamskipwholep, run 62): `blocks` blocks of 4 warps, each warp taking the
+ * 16-row units warp + 4 blocks i, its ring chained from one unit into the next. */
+template <int GROUP>
 __global__ void __launch_bounds__(kStreamWarps * 32, 4)
-apply_stream_variant_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const int32_t *__restrict__ packed,
-                            const uint16_t *__restrict__ scales, const uint16_t *__restrict__ bias, int64_t n,
-                            uint16_t *__restrict__ out)
+apply_stream_persistent_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const int32_t *__restrict__ packed,
+                               const uint16_t *__restrict__ scales, const uint16_t *__restrict__ bias, int64_t n,
+                               uint16_t *__restrict__ out)
 {
     extern __shared__ __align__(16) unsigned char smem[];
     const int warp = threadIdx.x >> 5;
     const int64_t row0 = ((int64_t)blockIdx.x * kStreamWarps + warp) * 16;
     if (row0 >= n) return;
-    unsigned char *ring = smem + warp * (2 * StreamSmem<1, 4, GROUP, SRING>::slot);
-    const int64_t row_step = PERSIST ? (int64_t)gridDim.x * kStreamWarps * 16 : n;
-    stream_warp_rows<GROUP, 1, 1, 4, 2, kXSkip, false, true, false, PERSIST, SRING>(
-        x, m, k, packed, scales, n, row0, row_step, 0, ring, nullptr, 0, 0, StoreUnit<1, 1>{m, n, 0, bias, out});
+    unsigned char *ring = smem + warp * (2 * StreamSmem<1, 4>::slot);
+    stream_warp_rows<GROUP, 1, 1, 4, 2, kXSkip, false, true, false, true>(
+        x, m, k, packed, scales, n, row0, (int64_t)gridDim.x * kStreamWarps * 16, 0, ring, nullptr, 0, 0,
+        StoreUnit<1, 1>{m, n, 0, bias, out});
 }
 
-template <bool PERSIST, bool SRING>
-rad_error_t launch_stream_variant(const ApplyArgs &a, const ApplyPlan &p)
+rad_error_t launch_stream_persistent(const ApplyArgs &a, const ApplyPlan &p)
 {
-    if (p.row_tiles != 1 || p.token_tiles != 1 || p.x_mode != kXSkip || !p.whole_super || a.k % 512 != 0 ||
-        a.m > 8 || (a.group != 128 && a.group != 256))
+    if (p.row_tiles != 1 || p.token_tiles != 1 || p.x_mode != kXSkip || !p.whole_super || p.ring_scales ||
+        a.k % 512 != 0 || a.m > 8 || (a.group != 128 && a.group != 256))
         return (rad_error_t)RADIANCE_GPU_EINVAL;
-    const bool g128 = a.group == 128;
-    auto kernel = g128 ? apply_stream_variant_kernel<128, PERSIST, SRING> : apply_stream_variant_kernel<256, PERSIST, SRING>;
-    const int smem = kStreamWarps * 2 * (g128 ? StreamSmem<1, 4, 128, SRING>::slot : StreamSmem<1, 4, 256, SRING>::slot);
+    auto kernel = a.group == 128 ? apply_stream_persistent_kernel<128> : apply_stream_persistent_kernel<256>;
+    const int smem = kStreamWarps * 2 * StreamSmem<1, 4>::slot;
     const int64_t row_blocks = (a.n + 16 * kStreamWarps - 1) / (16 * kStreamWarps);
-    const int64_t blocks = PERSIST && p.blocks < row_blocks ? p.blocks : row_blocks;
+    const int64_t blocks = p.blocks < row_blocks ? p.blocks : row_blocks;
     rad_error_t err = rad_func_set_max_dynamic_smem(kernel, smem);
     if (err != RAD_SUCCESS) return err;
     kernel<<<(unsigned)blocks, kStreamWarps * 32, smem, a.stream>>>(a.x, a.m, a.k, a.packed, a.scales, a.bias, a.n,
@@ -481,17 +484,23 @@ rad_error_t launch_stream(const ApplyArgs &a, const ApplyPlan &p)
 {
     constexpr int kTokenTiles = 1, kSuperSteps = 4, kRingSlots = 2;
 #if defined(RADIANCE_KERNEL_VARIANTS)
-    if (p.ring_scales) return launch_stream_variant<false, true>(a, p);
-    if (p.blocks > 0) return launch_stream_variant<true, false>(a, p);
+    if (p.blocks > 0) return launch_stream_persistent(a, p);
 #endif
     if (p.token_tiles != kTokenTiles) return (rad_error_t)RADIANCE_GPU_EINVAL;
     void (*kernel)(const uint16_t *, int64_t, int64_t, const int32_t *, const uint16_t *, const uint16_t *, int64_t,
                    uint16_t *, int64_t) = nullptr;
     const bool g128 = a.group == 128;
     if (a.group != 128 && a.group != 256) return (rad_error_t)RADIANCE_GPU_EINVAL;
-    const int smem = kStreamWarps * kRingSlots * 16 * p.row_tiles * 64 * kSuperSteps; /* StreamSmem */
-    /* the library's: loads skipped past m, whole super-steps (k % 512 == 0) or all but the last */
-    if (p.row_tiles == 1 && p.x_mode == kXSkip && p.whole_super && a.k % (128 * kSuperSteps) == 0)
+    const int smem = kStreamWarps * kRingSlots * (int)stream_slot_bytes(p.row_tiles, kSuperSteps, a.group, p.ring_scales);
+    /* the library's: loads skipped past m, whole super-steps (k % 512 == 0; with the scales in the
+     * ring or not) or all but the last */
+    const bool whole = p.whole_super && a.k % (128 * kSuperSteps) == 0;
+    if (p.row_tiles == 1 && p.x_mode == kXSkip && whole && p.ring_scales)
+        kernel = g128 ? apply_stream_kernel<128, 1, kTokenTiles, kSuperSteps, kRingSlots, kXSkip, true, false, true>
+                      : apply_stream_kernel<256, 1, kTokenTiles, kSuperSteps, kRingSlots, kXSkip, true, false, true>;
+    else if (p.ring_scales)
+        kernel = nullptr; /* the scales in the ring need whole super-steps */
+    else if (p.row_tiles == 1 && p.x_mode == kXSkip && whole)
         kernel = g128 ? apply_stream_kernel<128, 1, kTokenTiles, kSuperSteps, kRingSlots, kXSkip, true>
                       : apply_stream_kernel<256, 1, kTokenTiles, kSuperSteps, kRingSlots, kXSkip, true>;
     else if (p.row_tiles == 1 && p.x_mode == kXSkip && p.tail_super && !p.whole_super)
@@ -582,18 +591,19 @@ rad_error_t launch_stream_xs(const ApplyArgs &a, const ApplyPlan &p)
                    uint16_t *) = nullptr;
     const bool g128 = a.group == 128;
     if (a.group != 128 && a.group != 256) return (rad_error_t)RADIANCE_GPU_EINVAL;
-#if defined(RADIANCE_KERNEL_VARIANTS)
-    /* the scales in the ring with the weights (streamxswholesr): whole super-steps only */
+    /* the library's: whole super-steps (k % 512 == 0) with their scales in the ring, or all but the
+     * last (the benchmark build: whole ones without the scales in the ring too, streamxswhole) */
+    const bool whole = p.whole_super && a.k % (128 * SUPER_STEPS) == 0;
     if (p.ring_scales) {
-        if (p.row_tiles == 1 && p.whole_super && a.k % (128 * SUPER_STEPS) == 0)
+        if (p.row_tiles == 1 && whole)
             kernel = g128 ? apply_stream_xs_kernel<128, 1, TOKEN_TILES, SUPER_STEPS, kStreamXsRingSlots, true, false, true>
                           : apply_stream_xs_kernel<256, 1, TOKEN_TILES, SUPER_STEPS, kStreamXsRingSlots, true, false, true>;
-    } else
-#endif
-    /* the library's: whole super-steps (k % 512 == 0) or all but the last */
-    if (p.row_tiles == 1 && p.whole_super && a.k % (128 * SUPER_STEPS) == 0)
+    }
+#if defined(RADIANCE_KERNEL_VARIANTS)
+    else if (p.row_tiles == 1 && whole)
         kernel = g128 ? apply_stream_xs_kernel<128, 1, TOKEN_TILES, SUPER_STEPS, kStreamXsRingSlots, true>
                       : apply_stream_xs_kernel<256, 1, TOKEN_TILES, SUPER_STEPS, kStreamXsRingSlots, true>;
+#endif
     else if (p.row_tiles == 1 && p.tail_super && !p.whole_super)
         kernel = g128 ? apply_stream_xs_kernel<128, 1, TOKEN_TILES, SUPER_STEPS, kStreamXsRingSlots, false, true>
                       : apply_stream_xs_kernel<256, 1, TOKEN_TILES, SUPER_STEPS, kStreamXsRingSlots, false, true>;
@@ -604,17 +614,10 @@ rad_error_t launch_stream_xs(const ApplyArgs &a, const ApplyPlan &p)
                       : apply_stream_xs_kernel<256, 1, TOKEN_TILES, SUPER_STEPS, kStreamXsRingSlots>;
 #endif
     if (kernel == nullptr) return (rad_error_t)RADIANCE_GPU_EINVAL;
-    int smem = p.smem;
-#if defined(RADIANCE_KERNEL_VARIANTS)
-    if (p.ring_scales) /* each ring slot also holds its 16 rows' scales: the group's bytes */
-        smem += p.warps * kStreamXsRingSlots *
-                (g128 ? StreamSmem<1, SUPER_STEPS, 128, true>::slot - StreamSmem<1, SUPER_STEPS>::slot
-                      : StreamSmem<1, SUPER_STEPS, 256, true>::slot - StreamSmem<1, SUPER_STEPS>::slot);
-#endif
-    rad_error_t err = rad_func_set_max_dynamic_smem(kernel, smem);
+    rad_error_t err = rad_func_set_max_dynamic_smem(kernel, p.smem);
     if (err != RAD_SUCCESS) return err;
-    kernel<<<(unsigned)p.blocks, (unsigned)(p.warps * 32), smem, a.stream>>>(a.x, a.m, a.k, a.packed, a.scales,
-                                                                           a.bias, a.n, a.out);
+    kernel<<<(unsigned)p.blocks, (unsigned)(p.warps * 32), p.smem, a.stream>>>(a.x, a.m, a.k, a.packed, a.scales,
+                                                                             a.bias, a.n, a.out);
     return rad_get_last_error();
 }
 
@@ -637,7 +640,7 @@ rad_error_t launch_stream_xs(const ApplyArgs &a, const ApplyPlan &p)
  * 0: each half holds whole steps and whole groups (plan_stream_split_k). */
 #if defined(RAD_HAS_CLUSTER_LAUNCH)
 
-template <int GROUP, bool WHOLE>
+template <int GROUP, bool WHOLE, bool SRING = false>
 __global__ void __launch_bounds__(kStreamXsMaxWarps * 32, 1)
 apply_stream_split_k_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const int32_t *__restrict__ packed,
                             const uint16_t *__restrict__ scales, const uint16_t *__restrict__ bias, int64_t n,
@@ -651,7 +654,8 @@ apply_stream_split_k_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k
     const int ksteps = (int)(k >> 8); /* steps per half: k / 128 / 2 */
     const int step0 = (int)rank * ksteps;
     const int pieces = ksteps * 128; /* 16-byte pieces per 8-token tile of this half */
-    unsigned char *xs = smem + warps * (kSlots * StreamSmem<1, kSuper>::slot);
+    constexpr int kSlot = StreamSmem<1, kSuper, GROUP, SRING>::slot;
+    unsigned char *xs = smem + warps * (kSlots * kSlot);
     unsigned char *slots = xs + kTiles * pieces * 16;
     unsigned char *bars = slots + warps * kSplitKSlot;
     for (int q = (int)threadIdx.x; q < kTiles * pieces; q += (int)blockDim.x) {
@@ -676,7 +680,7 @@ apply_stream_split_k_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k
     const unsigned peer_slot = rad_cluster_map(my_slot, 0), peer_full = rad_cluster_map(full, 0);
     const unsigned peer_empty = rad_cluster_map(empty, 1);
     const int g = lane >> 2, t = lane & 3;
-    unsigned char *ring = smem + warp * (kSlots * StreamSmem<1, kSuper>::slot);
+    unsigned char *ring = smem + warp * (kSlots * kSlot);
     const int64_t cluster = (int64_t)(blockIdx.x >> 1), clusters = (int64_t)(gridDim.x >> 1);
     unsigned it = 0;
     /* a unit's halves meet: block 1 sends its sums, block 0 adds them to its own and writes */
@@ -712,7 +716,7 @@ apply_stream_split_k_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k
     };
     const int64_t row0 = (cluster * warps + warp) * 16;
     if (row0 < n)
-        stream_warp_rows<GROUP, 1, kTiles, kSuper, kSlots, kXShared, true, WHOLE, false, true>(
+        stream_warp_rows<GROUP, 1, kTiles, kSuper, kSlots, kXShared, true, WHOLE, false, true, SRING>(
             x, m, k, packed, scales, n, row0, clusters * warps * 16, 0, ring, xs, step0, ksteps, meet);
     rad_cluster_sync(); /* the other block's last arrival on this block's barriers has landed */
 #else
@@ -743,12 +747,17 @@ rad_error_t launch_stream_split_k(const ApplyArgs &a, const ApplyPlan &p)
 {
     void (*kernel)(const uint16_t *, int64_t, int64_t, const int32_t *, const uint16_t *, const uint16_t *, int64_t,
                    uint16_t *) = nullptr;
+    /* whole super-steps in each half with their scales in the ring or not, or every step tested */
     if (a.group == 128)
-        kernel = p.whole_super ? apply_stream_split_k_kernel<128, true> : apply_stream_split_k_kernel<128, false>;
+        kernel = p.ring_scales   ? apply_stream_split_k_kernel<128, true, true>
+                 : p.whole_super ? apply_stream_split_k_kernel<128, true>
+                                 : apply_stream_split_k_kernel<128, false>;
     if (a.group == 256)
-        kernel = p.whole_super ? apply_stream_split_k_kernel<256, true> : apply_stream_split_k_kernel<256, false>;
+        kernel = p.ring_scales   ? apply_stream_split_k_kernel<256, true, true>
+                 : p.whole_super ? apply_stream_split_k_kernel<256, true>
+                                 : apply_stream_split_k_kernel<256, false>;
     if (kernel == nullptr || p.blocks < 2 || p.blocks % 2 != 0 || a.k % (2 * a.group) != 0 ||
-        (p.whole_super && a.k % (2 * 128 * 4) != 0))
+        ((p.whole_super || p.ring_scales) && a.k % (2 * 128 * 4) != 0) || (p.ring_scales && !p.whole_super))
         return (rad_error_t)RADIANCE_GPU_EINVAL;
     rad_error_t err = rad_func_set_max_dynamic_smem(kernel, p.smem);
     if (err != RAD_SUCCESS) return err;

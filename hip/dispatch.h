@@ -76,8 +76,15 @@ constexpr int kStepWords = 16;  /* one k step of the mma kernels: 16 packed word
 constexpr int kWgmmaRows = 256; /* rows per block of the wgmma pipe kernel */
 constexpr int kStreamXsMaxWarps = 16; /* apply_stream_xs_kernel, apply_stream_split_k_kernel: one block per SM */
 constexpr int kStreamXsRingSlots = 2; /* ring slots per warp of those two kernels */
-/* one ring slot of a stream warp: a super-step (SS steps of 64 bytes) of its 16 ROW_TILES rows */
-constexpr int64_t stream_slot_bytes(int row_tiles, int super_steps) { return 16 * row_tiles * 64 * super_steps; }
+/* a row's scales of one super-step (SS steps) where they travel in the ring with its weights
+ * (Dispatch.ring_scales): one bf16 a step for groups of 128, one every two steps for 256 */
+constexpr int stream_row_scale_bytes(int group, int super_steps) { return 2 * (group == 128 ? super_steps : super_steps / 2); }
+/* one ring slot of a stream warp: a super-step (SS steps of 64 bytes) of its 16 ROW_TILES rows,
+ * and their scales where the ring carries them */
+constexpr int64_t stream_slot_bytes(int row_tiles, int super_steps, int group = 128, bool ring_scales = false)
+{
+    return 16 * row_tiles * (64 * super_steps + (ring_scales ? stream_row_scale_bytes(group, super_steps) : 0));
+}
 constexpr int kSplitKTokenTiles = 2;
 constexpr int kSplitKSlot = 32 * kSplitKTokenTiles * 4 * 4; /* per warp: a lane's fp32 sums, 2 tiles x 4 */
 constexpr int kSplitKBars = 2 * 8;                          /* per warp: full and empty mbarriers */
@@ -96,12 +103,19 @@ constexpr int kVectorMaxTokens = 8;
  * super-steps (run 60) the shared copy leads at 6 on 262144 x 640 (36.4 against 36.9 us) and
  * trails on 262144 x 5376 (218.0 against 209.4), and leads at 8 on both. */
 constexpr int kSharedXMinTokens = 6;
-/* The shared-activation kernel with its ring chained from unit to unit (docs/PERF_LOG.md sixteenth
- * round, run 62, two timing loops, H200): with tail super-steps it leads the whole ones at k = 5120
- * (248320 x 5120 at 6 / 8 tokens 181.9 / 183.8 us against 187.5 / 189.5; 151936 x 5120 117.0 /
- * 123.4 against 120.9 / 126.9), ties at 4096 (128256 x 4096 80.5 / 84.6 against 80.5 / 84.9) and
- * trails at 2048 and 1024 (151936 x 1024 33.2 against 32.6 at 8). Whole super-steps up to this k. */
-constexpr int64_t kSharedXWholeMaxK = 4096;
+/* The scales in the ring: each super-step's 16 rows' scales copied by cp.async beside its weights,
+ * as far ahead, instead of loaded from global memory a super-step ahead (docs/PERF_LOG.md sixteenth
+ * round, run 63, two timing loops, H200). Needs whole super-steps (k % 512 == 0: a row's scales of
+ * one then 4- or 8-byte aligned). The shared-activation kernel gains 1-7 % at 6-8 tokens on every
+ * such head (248320 x 5120 at 6 / 8 tokens 178.0 / 180.5 us against the tail kernel's 181.0 /
+ * 182.7, which led the whole one without them; 151936 x 1024 30.2 / 31.5 against 32.5 / 33.9), and
+ * from 5 tokens where k <= kRingScalesFewTokensMaxK leads the one-unit kernel (128256 x 2048 42.6
+ * against 46.1, 128256 x 4096 77.7 against 81.4; on 151936 x 5120 116.1 against 114.4). In the
+ * one-unit kernel of 1-4 tokens they gain 1-4 % there (128256 x 4096 72.7 / 77.5 against 74.0 /
+ * 78.2 at 1 / 4 tokens, 151936 x 1024 27.6 / 29.5 against 28.2 / 30.8) and lose 2-5 % at 4-5
+ * tokens on 248320 x 5120 (174.6 against 170.6 at 4). */
+constexpr int64_t kRingScalesFewTokensMaxK = 4096;
+constexpr int64_t kSharedXRingMinTokens = 5;
 /* Warps per block of kStreamSharedX, at least: 16 (one 4-step super-step each in flight) keep as
  * many weight bytes in flight per SM as the stream kernel's 4 blocks of 4 warps, the configuration
  * measured in run 26; where the activations leave room for fewer rings, the stream kernel. */
@@ -168,8 +182,8 @@ struct Dispatch {
     int super_step, warps, blocks, smem;
     /* kStreamSharedX: 2 where k is split over a cluster pair of blocks (plan_stream_split_k), else 0 */
     int k_parts;
-    /* kStream, kStreamSharedX (whole super-steps): the scales copied into the ring with the weights
-     * (the benchmark build's streamskipwholesr and streamxswholesr; decide never sets it) */
+    /* kStream, kStreamSharedX (whole super-steps only): each super-step's scales copied into the
+     * ring with its weights (kRingScalesFewTokensMaxK) */
     bool ring_scales;
 };
 
@@ -197,13 +211,15 @@ void plan_vector(const Call &c, Facts &f, Dispatch *p)
  * slot: fills p and returns true where the activations (16 k bytes per 8 tokens) fit in the
  * device's opt-in shared memory per block beside the rings of at least min_warps warps; false
  * (p untouched) where they do not, or for a group the kernel lacks. balance: warps per block chosen
- * so that the 16-row units of the head split evenly over the grid (else as many as fit, to 16). */
+ * so that the 16-row units of the head split evenly over the grid (else as many as fit, to 16).
+ * ring_scales: the rings carry the scales too (their bytes counted; whole super-steps only, which
+ * the caller sets). */
 template <class Facts>
 bool plan_stream_shared_x(const Call &c, Facts &f, int token_tiles, int super_step, int min_warps, bool balance,
-                          Dispatch *p)
+                          bool ring_scales, Dispatch *p)
 {
     if (c.m > 8 * token_tiles || (c.group != 128 && c.group != 256)) return false;
-    const int64_t ring = (int64_t)kStreamXsRingSlots * stream_slot_bytes(1, super_step); /* per warp */
+    const int64_t ring = (int64_t)kStreamXsRingSlots * stream_slot_bytes(1, super_step, c.group, ring_scales); /* per warp */
     const int64_t xbytes = (int64_t)token_tiles * 16 * c.k;
     const int64_t optin = f.smem_optin();
     const int64_t sms = f.sm_count();
@@ -230,6 +246,7 @@ bool plan_stream_shared_x(const Call &c, Facts &f, int token_tiles, int super_st
     p->warps = (int)warps;
     p->blocks = (int)blocks_for(warps);
     p->smem = (int)(warps * ring + xbytes);
+    p->ring_scales = ring_scales;
     return true;
 }
 
@@ -238,14 +255,19 @@ bool plan_stream_shared_x(const Call &c, Facts &f, int token_tiles, int super_st
  * clusters (sm_90), k % (2 group) == 0 (whole steps and groups per half), and all 16 tokens'
  * activations over half of k (16 k bytes) fit in the opt-in shared memory per block beside at least
  * min_warps warps' rings and exchange slots; false (p untouched) elsewhere, and in builds without
- * the kernel (HIP). */
+ * the kernel (HIP). ring_scales: the rings carry the scales too where the halves' super-steps are
+ * whole. */
 template <class Facts>
-bool plan_stream_split_k(const Call &c, Facts &f, int min_warps, Dispatch *p)
+bool plan_stream_split_k(const Call &c, Facts &f, int min_warps, bool ring_scales, Dispatch *p)
 {
     if (!f.cluster_launch()) return false;
     if (c.m > 8 * kSplitKTokenTiles || (c.group != 128 && c.group != 256) || c.k % (2 * c.group) != 0) return false;
     if (f.sm() < 90) return false; /* clusters */
-    const int64_t per_warp = (int64_t)kStreamXsRingSlots * stream_slot_bytes(1, 4) + kSplitKSlot + kSplitKBars;
+    /* whole super-steps in each half (k % 1024 == 0, as on the heads this is for): no step tested */
+    const bool whole = c.k % (2 * 128 * 4) == 0;
+    ring_scales = ring_scales && whole;
+    const int64_t per_warp = (int64_t)kStreamXsRingSlots * stream_slot_bytes(1, 4, c.group, ring_scales) +
+                             kSplitKSlot + kSplitKBars;
     const int64_t xbytes = (int64_t)kSplitKTokenTiles * 16 * (c.k / 2); /* 16 tokens x k / 2 bf16 */
     const int64_t optin = f.smem_optin();
     if (xbytes >= optin) return false;
@@ -263,8 +285,8 @@ bool plan_stream_split_k(const Call &c, Facts &f, int min_warps, Dispatch *p)
     p->super_step = 4;
     p->x_mode = kXShared;
     p->k_parts = 2;
-    /* whole super-steps in each half (k % 1024 == 0, as on the heads this is for): no step tested */
-    p->whole_super = c.k % (2 * 128 * 4) == 0;
+    p->whole_super = whole;
+    p->ring_scales = ring_scales;
     p->warps = (int)warps;
     p->blocks = (int)(2 * clusters);
     p->smem = (int)(warps * per_warp + xbytes);
@@ -529,15 +551,22 @@ Dispatch decide(const Call &c, Facts &f, int refuse)
          * 5-11 % on the heads of k = 5120, fifteenth round, run 58), and elsewhere all but the last
          * super-step so (tail_super: 262144 x 5376 181.4 / 188.6 / 220.9 us at 1 / 4 / 8 tokens
          * against 200.1 / 221.6 / 227.5 with every step tested; run 60, where a tail kernel is as
-         * fast as a whole one on the heads where both apply). The shared-activation kernel, whose
-         * warps run several units each, runs whole ones only up to kSharedXWholeMaxK. */
+         * fast as a whole one on the heads where both apply). Whole super-steps carry their scales
+         * in the ring: in the shared-activation kernel wherever they fit beside the activations
+         * (k <= 6080 on an H200; from 5 tokens where k <= kRingScalesFewTokensMaxK; where they do
+         * not, its tail kernel), in the one-unit kernel where k <= kRingScalesFewTokensMaxK. */
         const bool whole = c.k % 512 == 0;
+        const bool few_k = whole && c.k <= kRingScalesFewTokensMaxK;
         const bool shared_x = (refuse & RADIANCE_GPU_TEST_SHARED_X) ||
-                              (c.m >= kSharedXMinTokens && !(refuse & RADIANCE_GPU_TEST_NO_SHARED_X));
-        if (big_groups && shared_x && plan_stream_shared_x(c, f, 1, 4, kSharedXMinWarps, false, &p)) {
-            p.whole_super = whole && c.k <= kSharedXWholeMaxK;
-            p.tail_super = !p.whole_super;
-            return p;
+                              ((c.m >= kSharedXMinTokens || (few_k && c.m >= kSharedXRingMinTokens)) &&
+                               !(refuse & RADIANCE_GPU_TEST_NO_SHARED_X));
+        if (big_groups && shared_x) {
+            const bool ring = whole && plan_stream_shared_x(c, f, 1, 4, kSharedXMinWarps, false, true, &p);
+            if (ring || plan_stream_shared_x(c, f, 1, 4, kSharedXMinWarps, false, false, &p)) {
+                p.whole_super = ring;
+                p.tail_super = !ring;
+                return p;
+            }
         }
         if (c.m > 6 && c.k / 128 >= kWgmma8MinSteps && wgmma() && plan_wgmma(f, 8, refuse, &p)) return p;
         if (!big_groups) {
@@ -553,13 +582,16 @@ Dispatch decide(const Call &c, Facts &f, int refuse)
         p.x_mode = kXSkip;
         p.whole_super = whole;
         p.tail_super = !whole;
+        p.ring_scales = few_k;
         return p;
     }
     /* 9-16 tokens: k split over a cluster pair of blocks, all 16 tokens' activations of each half in
      * shared memory beside 16 warps' rings, where that fits (k <= 5296 on an H200): 241.6 / 249.7
-     * against the wgmma kernel's 248.7 / 266.1 us at 12 / 16 tokens (docs/PERF_LOG.md seventh round) */
+     * against the wgmma kernel's 248.7 / 266.1 us at 12 / 16 tokens (docs/PERF_LOG.md seventh
+     * round); the halves' scales in the rings where their super-steps are whole and that fits too
+     * (k <= 4096 on an H200, groups of 128; run 64) */
     if (c.m <= 16 && big_groups && !(refuse & RADIANCE_GPU_TEST_NO_SHARED_X) &&
-        plan_stream_split_k(c, f, kSharedXMinWarps, &p))
+        (plan_stream_split_k(c, f, kSharedXMinWarps, true, &p) || plan_stream_split_k(c, f, kSharedXMinWarps, false, &p)))
         return p;
     /* more than 32 tokens (17-32 for k <= kFoldFewTokensMaxK; 9-32 for groups under 128, which the
      * kernels below serve only by mma.sync): the group scale folded into the dequantized weights,

@@ -43,9 +43,10 @@ struct FixedFacts {
     bool pipe_w_map() { return g.pipe_w_map; }
 };
 
-/* how a stream kernel's steps meet k */
+/* how a stream kernel's steps meet k, and where its scales come from */
 const char *supers(const Dispatch &d)
 {
+    if (d.ring_scales) return ", whole super-steps, scales in the ring";
     return d.whole_super ? ", whole super-steps" : d.tail_super ? ", whole super-steps but the last" : "";
 }
 

@@ -661,9 +661,10 @@ def test_apply_gpu_shared_x_equals_stream_kernel_bit_for_bit(m, k, group_size):
 
 
 # The stream kernels of 1-8 tokens, groups 128 and 256 (hip/dispatch.h, decide): the loads of
-# tokens past m skipped at 1-5 tokens, the activations in shared memory from 6; whole 4-step
-# super-steps where k % 512 == 0 (no step tested against k; with the shared copy only to k = 4096),
-# elsewhere all but the last (tail).
+# tokens past m skipped at 1-5 tokens, the activations in shared memory from 6 (from 5 where
+# k % 512 == 0 and k <= 4096); whole 4-step super-steps where k % 512 == 0 (no step tested against
+# k), elsewhere all but the last (tail); whole ones with their scales copied into the ring, in the
+# shared-activation kernel always, in the other to k = 4096 (kRingScalesFewTokensMaxK).
 # k = 2304, 5376 and 640 end half-way or a quarter into a super-step; n odd or 17 (one warp's rows
 # and one more). Which kernel ran is read from the profiler on an H100 / H200 (the shared copy fits
 # there at these k); elsewhere only the float64 check.
@@ -677,13 +678,13 @@ def test_apply_gpu_stream_plans_match_float64(m, k, group_size):
     hopper = torch.version.cuda is not None and torch.cuda.get_device_capability() == (9, 0)
     if hopper and os.environ.get("RADIANCE_TEST_NO_PROFILER") != "1":
         whole, tail = ("true", "false") if k % 512 == 0 else ("false", "true")
-        if m >= 6:  # apply_stream_xs_kernel<group, 1, 1, 4, 2, whole, tail>: whole only to k = 4096
-            whole, tail = ("true", "false") if k % 512 == 0 and k <= 4096 else ("false", "true")
+        few_k = k % 512 == 0 and k <= 4096
+        if m >= 6 or (m == 5 and few_k):  # apply_stream_xs_kernel<group, 1, 1, 4, 2, whole, tail, ring>
             assert kernel_template_args(prof, "apply_stream_xs_kernel") == (
-                str(group_size), "1", "1", "4", "2", whole, tail)
-        else:  # apply_stream_kernel<group, 1, 1, 4, 2, x mode (1: skipped), whole, tail>
+                str(group_size), "1", "1", "4", "2", whole, tail, whole)
+        else:  # apply_stream_kernel<group, 1, 1, 4, 2, x mode (1: skipped), whole, tail, ring>
             assert kernel_template_args(prof, "apply_stream_kernel") == (
-                str(group_size), "1", "1", "4", "2", "1", whole, tail)
+                str(group_size), "1", "1", "4", "2", "1", whole, tail, "true" if few_k else "false")
     assert np.isfinite(got).all(), f"unwritten outputs (seed {seed})"
     assert_within_bf16_of_float64(got, x, packed, scales, group_size, bias, seed)
 
@@ -702,13 +703,13 @@ def test_apply_gpu_persistent_stream_units_match_float64(m, k, group_size):
     prof, got, (x, packed, scales, bias) = profiled_apply(rng, m, n, k, group_size)
     hopper = torch.version.cuda is not None and torch.cuda.get_device_capability() == (9, 0)
     if hopper and os.environ.get("RADIANCE_TEST_NO_PROFILER") != "1":
-        if m <= 8:  # apply_stream_xs_kernel<group, 1, 1, 4, 2, whole, tail>
+        if m <= 8:  # apply_stream_xs_kernel<group, 1, 1, 4, 2, whole, tail, scales in the ring (whole)>
             whole, tail = ("true", "false") if k % 512 == 0 else ("false", "true")
             assert kernel_template_args(prof, "apply_stream_xs_kernel") == (
-                str(group_size), "1", "1", "4", "2", whole, tail)
-        else:  # apply_stream_split_k_kernel<group, whole super-steps in each half>
+                str(group_size), "1", "1", "4", "2", whole, tail, whole)
+        else:  # apply_stream_split_k_kernel<group, whole super-steps in each half, scales in the ring (whole)>
             whole = "true" if k % 1024 == 0 else "false"
-            assert kernel_template_args(prof, "apply_stream_split_k_kernel") == (str(group_size), whole)
+            assert kernel_template_args(prof, "apply_stream_split_k_kernel") == (str(group_size), whole, whole)
     assert np.isfinite(got).all(), f"unwritten outputs (seed {seed})"
     assert_within_bf16_of_float64(got, x, packed, scales, group_size, bias, seed)
 

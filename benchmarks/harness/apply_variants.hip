@@ -92,16 +92,14 @@ int variant_plan(const ApplyArgs &a, const Variant &v, ApplyPlan *p)
         ok = big_groups;
         break;
     case kVarStreamXs:
-        ok = big_groups && plan_stream_shared_x(call_of(a), f, 1, 4, v.p0, v.p1 != 0, p);
+        /* p3 1: the scales in the ring (their bytes in the plan's shared memory), whole super-steps only */
+        ok = big_groups && plan_stream_shared_x(call_of(a), f, 1, 4, v.p0, v.p1 != 0, v.p3 == 1, p);
         if (v.p2 == 1) { /* whole super-steps */
             p->whole_super = true;
             ok = ok && a.k % 512 == 0;
         }
         if (v.p2 == 2) p->tail_super = true; /* the last super-step tested, any k */
-        if (v.p3 == 1) { /* the scales in the ring, whole super-steps only */
-            p->ring_scales = true;
-            ok = ok && p->whole_super;
-        }
+        ok = ok && (v.p3 != 1 || p->whole_super);
         break;
     case kVarStreamWhole:
         p->path = ApplyPath::kStream;
@@ -120,7 +118,7 @@ int variant_plan(const ApplyArgs &a, const Variant &v, ApplyPlan *p)
         }
         break;
     case kVarSplitK:
-        ok = big_groups && plan_stream_split_k(call_of(a), f, 8, p);
+        ok = big_groups && plan_stream_split_k(call_of(a), f, 8, v.p1 == 0, p);
         if (ok && v.p0 > 0 && p->blocks > v.p0) p->blocks = v.p0;
         break;
     case kVarWgmma: ok = variant_wgmma(a, v.p0, v.p1, v.p2, p); break;
