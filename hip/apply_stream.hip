@@ -56,10 +56,10 @@ struct StreamSmem {
 /* The 16 ROW_TILES rows from row0 (those below n) of a stream warp, for the tokens tok0 ..
  * tok0 + 8 TOKEN_TILES - 1 (those below m), through this warp's ring; done(row0, total) gets the
  * unit's fp32 sums (StoreUnit writes them to the output). UNITS (the persistent kernels): then the
- * units row0 + row_step, row0 + 2 row_step, ... below n as well, the ring running on from one unit
+ * units row0 + row_step, row0 + 2 row_step, ... below row_end (<= n) as well, the ring running on from one unit
  * into the next: the first super-step of the next unit is copied, and its scales loaded, while the
  * last of this one is worked on, so a warp never starts a unit with an empty ring (docs/PERF_LOG.md,
- * sixteenth round, run 62); without UNITS row_step is not read. X_MODE kXShared: xs is the block's
+ * sixteenth round, run 62); without UNITS row_step and row_end are not read. X_MODE kXShared: xs is the block's
  * copy of the activations of these tokens (16 k bytes per 8 tokens). K_PART (kXShared only): only
  * the ksteps 128-column steps from step step0 on (xs holds just those columns, 2048 ksteps bytes
  * per 8 tokens; apply_stream_split_k_kernel adds the two halves of k in its done). WHOLE: the caller
@@ -83,7 +83,7 @@ template <int GROUP, int ROW_TILES, int TOKEN_TILES, int SUPER_STEPS, int RING_S
 __device__ __forceinline__ void stream_warp_rows(const uint16_t *__restrict__ x, int64_t m, int64_t k,
                                                  const int32_t *__restrict__ packed,
                                                  const uint16_t *__restrict__ scales, int64_t n, int64_t row0,
-                                                 int64_t row_step, int64_t tok0, unsigned char *ring,
+                                                 int64_t row_step, int64_t row_end, int64_t tok0, unsigned char *ring,
                                                  const unsigned char *xs, int step0, int ksteps, Done &&done)
 {
 #if defined(RAD_HAS_MMA_BF16)
@@ -168,7 +168,7 @@ __device__ __forceinline__ void stream_warp_rows(const uint16_t *__restrict__ x,
             cj = 0;
             if (UNITS) {
                 crow0 += row_step;
-                cvalid = crow0 < n;
+                cvalid = crow0 < row_end;
                 if (cvalid) copy_unit(crow0);
             } else {
                 cvalid = false;
@@ -263,7 +263,7 @@ __device__ __forceinline__ void stream_warp_rows(const uint16_t *__restrict__ x,
                 for (int mt = 0; mt < ROW_TILES; mt++) scur[p][mt] = snext[p][mt];
             if (j + 1 < nsuper) {
                 load_scales(snext, j + 1);
-            } else if (UNITS && unit_row0 + row_step < n) {
+            } else if (UNITS && unit_row0 + row_step < row_end) {
                 scale_rows(unit_row0 + row_step);
                 load_scales(snext, 0);
             }
@@ -379,7 +379,7 @@ __device__ __forceinline__ void stream_warp_rows(const uint16_t *__restrict__ x,
         done(unit_row0, total);
         if constexpr (UNITS) {
             unit_row0 += row_step;
-            if (unit_row0 < n) {
+            if (unit_row0 < row_end) {
 #pragma unroll
                 for (int mt = 0; mt < ROW_TILES; mt++)
 #pragma unroll
@@ -418,6 +418,47 @@ struct StoreUnit {
     }
 };
 
+/* stream_warp_rows' done for a unit split in k over two warps of a block (apply_stream_xs_kernel's
+ * last round): the warp of half 1 leaves its fp32 sums in `exchange` (its own ring, which it has
+ * done reading: 512 ROW_TILES TOKEN_TILES bytes), the pair meets at named barrier `barrier`, and
+ * the warp of half 0 adds them to its own (in that order, so the output does not depend on timing)
+ * and writes the unit. */
+template <int ROW_TILES, int TOKEN_TILES>
+struct PairMeet {
+    int64_t m, n;
+    const uint16_t *bias;
+    uint16_t *out;
+    float *exchange;
+    int half, barrier;
+    __device__ __forceinline__ void operator()(int64_t row0, const float (&total)[ROW_TILES][TOKEN_TILES][4]) const
+    {
+#if defined(RAD_HAS_MMA_BF16)
+        const int lane = threadIdx.x & 31;
+        if (half == 1) {
+            __syncwarp(); /* every lane of this warp is done reading its ring */
+#pragma unroll
+            for (int mt = 0; mt < ROW_TILES; mt++)
+#pragma unroll
+                for (int nt = 0; nt < TOKEN_TILES; nt++)
+#pragma unroll
+                    for (int c = 0; c < 4; c++) exchange[((mt * TOKEN_TILES + nt) * 4 + c) * 32 + lane] = total[mt][nt][c];
+        }
+        rad_ptx_bar_sync(barrier, 64);
+        if (half == 0) {
+            float sum[ROW_TILES][TOKEN_TILES][4];
+#pragma unroll
+            for (int mt = 0; mt < ROW_TILES; mt++)
+#pragma unroll
+                for (int nt = 0; nt < TOKEN_TILES; nt++)
+#pragma unroll
+                    for (int c = 0; c < 4; c++)
+                        sum[mt][nt][c] = total[mt][nt][c] + exchange[((mt * TOKEN_TILES + nt) * 4 + c) * 32 + lane];
+            StoreUnit<ROW_TILES, TOKEN_TILES>{m, n, 0, bias, out}(row0, sum);
+        }
+#endif
+    }
+};
+
 template <int GROUP, int ROW_TILES, int TOKEN_TILES, int SUPER_STEPS, int RING_SLOTS, int X_MODE = kXClamp,
           bool WHOLE = false, bool TAIL = false, bool SRING = false>
 __global__ void __launch_bounds__(kStreamWarps * 32, ROW_TILES * TOKEN_TILES == 1 ? 4 : 1)
@@ -435,7 +476,7 @@ apply_stream_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const 
     unsigned char *ring = smem + warp * (RING_SLOTS * StreamSmem<ROW_TILES, SUPER_STEPS, GROUP, SRING>::slot);
     const int64_t tok0 = chunk * (8 * TOKEN_TILES);
     stream_warp_rows<GROUP, ROW_TILES, TOKEN_TILES, SUPER_STEPS, RING_SLOTS, X_MODE, false, WHOLE, TAIL, false, SRING>(
-        x, m, k, packed, scales, n, row0, n, tok0, ring, nullptr, 0, 0,
+        x, m, k, packed, scales, n, row0, n, n, tok0, ring, nullptr, 0, 0,
         StoreUnit<ROW_TILES, TOKEN_TILES>{m, n, tok0, bias, out});
 }
 
@@ -455,7 +496,7 @@ apply_stream_persistent_kernel(const uint16_t *__restrict__ x, int64_t m, int64_
     if (row0 >= n) return;
     unsigned char *ring = smem + warp * (2 * StreamSmem<1, 4>::slot);
     stream_warp_rows<GROUP, 1, 1, 4, 2, kXSkip, false, true, false, true>(
-        x, m, k, packed, scales, n, row0, (int64_t)gridDim.x * kStreamWarps * 16, 0, ring, nullptr, 0, 0,
+        x, m, k, packed, scales, n, row0, (int64_t)gridDim.x * kStreamWarps * 16, n, 0, ring, nullptr, 0, 0,
         StoreUnit<1, 1>{m, n, 0, bias, out});
 }
 
@@ -543,7 +584,12 @@ namespace {
 /* The stream kernel with the activations in shared memory (path kStreamSharedX), for heads whose
  * activations fit there beside the rings (16 k bytes per 8 tokens; m <= 8 TOKEN_TILES). One block
  * per SM, each warp with its own ring, walks 16 ROW_TILES-row units of the head (unit = warp +
- * warps in the grid x i, its ring chained from one into the next). First the block copies x into shared memory, once, in the order the lanes
+ * warps in the grid x i, its ring chained from one into the next). With whole super-steps, where
+ * k % 1024 == 0 and the units leave a last round at most half full behind at least one full one
+ * (151936 x 5120 at 16 warps on 132 SMs: 4 rounds and 1048 units of 2112), the warps of that last
+ * round take its units in pairs (the warps 2 q and 2 q + 1 of a block), each over one half of k,
+ * and meet as the split-k kernel's halves do, within the block (PairMeet): the round takes about
+ * half as long, every warp busy. First the block copies x into shared memory, once, in the order the lanes
  * read it: for step s, load i (columns 8 i .. 8 i + 7 of each lane's 32) and lane L = 4 g + t, the
  * 16 bytes of token 8 nt + g at column 128 s + 32 t + 8 i sit at nt * 16 k + ((4 s + i) * 32 + L) *
  * 16. A load of the warp reads at most 512 contiguous bytes: 4 shared-memory wavefronts, where 8
@@ -575,12 +621,30 @@ apply_stream_xs_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, con
     rad_cp_async_wait<0>();
     __syncthreads();
     unsigned char *ring = smem + warp * (RING_SLOTS * kSlot);
-    const int64_t row0 = ((int64_t)blockIdx.x * warps + warp) * (16 * ROW_TILES);
-    if (row0 < n)
+    constexpr int64_t kRowsW = 16 * ROW_TILES;
+    const int64_t grid_warps = (int64_t)gridDim.x * warps, gw = (int64_t)blockIdx.x * warps + warp;
+    const int64_t units = (n + kRowsW - 1) / kRowsW, rounds = units / grid_warps, left = units - rounds * grid_warps;
+    /* the last round split in k over pairs of warps (see above) */
+    const bool split = WHOLE && TOKEN_TILES == 1 && rounds > 0 && left > 0 && 2 * left <= grid_warps && warps % 2 == 0 &&
+                       k % (2 * 128 * SUPER_STEPS) == 0;
+    const int64_t row_end = split ? rounds * grid_warps * kRowsW : n, row0 = gw * kRowsW;
+    if (row0 < row_end)
         stream_warp_rows<GROUP, ROW_TILES, TOKEN_TILES, SUPER_STEPS, RING_SLOTS, kXShared, false, WHOLE, TAIL, true,
                          SRING>(
-            x, m, k, packed, scales, n, row0, (int64_t)gridDim.x * warps * (16 * ROW_TILES), 0, ring, xs, 0, 0,
+            x, m, k, packed, scales, n, row0, grid_warps * kRowsW, row_end, 0, ring, xs, 0, 0,
             StoreUnit<ROW_TILES, TOKEN_TILES>{m, n, 0, bias, out});
+    if constexpr (WHOLE && TOKEN_TILES == 1) {
+        if (split && (gw >> 1) < left) {
+            const int half = (int)(gw & 1), ksteps = (int)(k >> 8); /* steps per half: k / 128 / 2 */
+            const int step0 = half * ksteps;
+            float *exchange = (float *)(smem + (warp | 1) * (RING_SLOTS * kSlot)); /* the odd warp's ring */
+            stream_warp_rows<GROUP, ROW_TILES, TOKEN_TILES, SUPER_STEPS, RING_SLOTS, kXShared, true, WHOLE, false, false,
+                             SRING>(
+                x, m, k, packed, scales, n, (rounds * grid_warps + (gw >> 1)) * kRowsW, 0, n, 0, ring,
+                xs + (int64_t)step0 * 2048, step0, ksteps,
+                PairMeet<ROW_TILES, TOKEN_TILES>{m, n, bias, out, exchange, half, 1 + (warp >> 1)});
+        }
+    }
 #endif
 }
 
@@ -717,7 +781,7 @@ apply_stream_split_k_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k
     const int64_t row0 = (cluster * warps + warp) * 16;
     if (row0 < n)
         stream_warp_rows<GROUP, 1, kTiles, kSuper, kSlots, kXShared, true, WHOLE, false, true, SRING>(
-            x, m, k, packed, scales, n, row0, clusters * warps * 16, 0, ring, xs, step0, ksteps, meet);
+            x, m, k, packed, scales, n, row0, clusters * warps * 16, n, 0, ring, xs, step0, ksteps, meet);
     rad_cluster_sync(); /* the other block's last arrival on this block's barriers has landed */
 #else
     rad_trap(); /* a pass without clusters: split_k_max_clusters() keeps the planner away */

@@ -694,7 +694,9 @@ def test_apply_gpu_stream_plans_match_float64(m, k, group_size):
 # 33792 rows a round (split k: 16896), so 68001-71999 rows give every warp 2-5 units, through which
 # each warp's ring runs on (the next unit's first super-step copied, and its scales loaded, during
 # the last of this one: stream_warp_rows). k = 768: a tail super-step (split k: 3 steps per half),
-# 1024 and 2048 whole ones. Which kernel ran is read from the profiler on an H100 / H200.
+# 1024 and 2048 whole ones; there, at 6-8 tokens, 2 full rounds leave 26-276 units, which pairs of
+# warps take over halves of k each (apply_stream_xs_kernel, PairMeet). Which kernel ran is read
+# from the profiler on an H100 / H200.
 @pytest.mark.parametrize("m", [6, 8, 9, 16])
 @pytest.mark.parametrize("k, group_size", [(768, 128), (1024, 256), (2048, 128)])
 def test_apply_gpu_persistent_stream_units_match_float64(m, k, group_size):
