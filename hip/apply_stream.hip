@@ -53,25 +53,26 @@ struct StreamSmem {
     static_assert(slot == weights + 16 * ROW_TILES * scale_bytes && slot % 16 == 0, "16-byte copies into each slot");
 };
 
-/* The 16 ROW_TILES rows from row0 (those below n) of a stream warp, for the tokens tok0 ..
- * tok0 + 8 TOKEN_TILES - 1 (those below m), through this warp's ring; done(row0, total) gets the
- * unit's fp32 sums (StoreUnit writes them to the output). UNITS (the persistent kernels): then the
- * units row0 + row_step, row0 + 2 row_step, ... below row_end (<= n) as well, the ring running on from one unit
+/* The 16 ROW_TILES rows from row0 (those below n) of a stream warp, for the tokens tok0 .. tok0 + 8
+ * TOKEN_TILES - 1 (those below m), through this warp's ring; done(row0, total) gets the unit's fp32
+ * sums (StoreUnit writes them to the output). UNITS (the persistent kernels): then the units row0 +
+ * row_step, row0 + 2 row_step, ... below row_end (<= n) as well, the ring running on from one unit
  * into the next: the first super-step of the next unit is copied, and its scales loaded, while the
- * last of this one is worked on, so a warp never starts a unit with an empty ring (docs/PERF_LOG.md,
- * sixteenth round, run 62); without UNITS row_step and row_end are not read. X_MODE kXShared: xs is the block's
- * copy of the activations of these tokens (16 k bytes per 8 tokens). K_PART (kXShared only): only
- * the ksteps 128-column steps from step step0 on (xs holds just those columns, 2048 ksteps bytes
- * per 8 tokens; apply_stream_split_k_kernel adds the two halves of k in its done). WHOLE: the caller
- * guarantees k % (128 SUPER_STEPS) == 0 (with K_PART: ksteps % SUPER_STEPS == 0), so no step is
- * tested against k inside a super-step. TAIL (any k): only the last super-step's steps are tested,
- * the others run as WHOLE's (run 60: as fast as WHOLE where both apply). SRING (WHOLE only): each
- * super-step's scales travel in its ring slot, after the weights (StreamSmem), copied by lanes 0 ..
- * 16 ROW_TILES - 1 (one row's each) with the weights, instead of loaded into registers from global
- * memory a super-step ahead (dispatch.h, kRingScalesFewTokensMaxK). UNITS needs the
- * activations in shared memory or WHOLE (those from global memory are loaded a step ahead, into
- * register sets that follow the step's parity: with whole super-steps the last step of a unit
- * loads the next unit's first). */
+ * last of this one is worked on, so a warp never starts a unit with an empty ring
+ * (docs/PERF_LOG.md, sixteenth round, run 62); without UNITS row_step and row_end are not read.
+ * X_MODE kXShared: xs is the block's copy of the activations of these tokens (16 k bytes per 8
+ * tokens). K_PART (kXShared only): only the ksteps 128-column steps from step step0 on, xs pointing
+ * at their activations (2048 ksteps bytes per 8 tokens: apply_stream_split_k_kernel's copy holds
+ * only those columns; the last round of apply_stream_xs_kernel, one 8-token tile, points into its
+ * copy of all of k), the two halves of k added in done. WHOLE: the caller guarantees k % (128
+ * SUPER_STEPS) == 0 (with K_PART: ksteps % SUPER_STEPS == 0), so no step is tested against k inside
+ * a super-step. TAIL (any k): only the last super-step's steps are tested, the others run as
+ * WHOLE's (run 60: as fast as WHOLE where both apply). SRING (WHOLE only): each super-step's scales
+ * travel in its ring slot, after the weights (StreamSmem), copied by lanes 0 .. 16 ROW_TILES - 1
+ * (one row's each) with the weights, instead of loaded into registers from global memory a
+ * super-step ahead (dispatch.h, kRingScalesFewTokensMaxK). UNITS needs the activations in shared memory
+ * or WHOLE (those from global memory are loaded a step ahead, into register sets that follow the
+ * step's parity: with whole super-steps the last step of a unit loads the next unit's first). */
 template <bool B>
 struct StepsTested {
     static constexpr bool value = B;
@@ -441,7 +442,8 @@ struct PairMeet {
 #pragma unroll
                 for (int nt = 0; nt < TOKEN_TILES; nt++)
 #pragma unroll
-                    for (int c = 0; c < 4; c++) exchange[((mt * TOKEN_TILES + nt) * 4 + c) * 32 + lane] = total[mt][nt][c];
+                    for (int c = 0; c < 4; c++)
+                        exchange[((mt * TOKEN_TILES + nt) * 4 + c) * 32 + lane] = total[mt][nt][c];
         }
         rad_ptx_bar_sync(barrier, 64);
         if (half == 0) {
@@ -532,7 +534,8 @@ rad_error_t launch_stream(const ApplyArgs &a, const ApplyPlan &p)
                    uint16_t *, int64_t) = nullptr;
     const bool g128 = a.group == 128;
     if (a.group != 128 && a.group != 256) return (rad_error_t)RADIANCE_GPU_EINVAL;
-    const int smem = kStreamWarps * kRingSlots * (int)stream_slot_bytes(p.row_tiles, kSuperSteps, a.group, p.ring_scales);
+    const int smem =
+        kStreamWarps * kRingSlots * (int)stream_slot_bytes(p.row_tiles, kSuperSteps, a.group, p.ring_scales);
     /* the library's: loads skipped past m, whole super-steps (k % 512 == 0; with the scales in the
      * ring or not) or all but the last */
     const bool whole = p.whole_super && a.k % (128 * kSuperSteps) == 0;
@@ -625,8 +628,8 @@ apply_stream_xs_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, con
     const int64_t grid_warps = (int64_t)gridDim.x * warps, gw = (int64_t)blockIdx.x * warps + warp;
     const int64_t units = (n + kRowsW - 1) / kRowsW, rounds = units / grid_warps, left = units - rounds * grid_warps;
     /* the last round split in k over pairs of warps (see above) */
-    const bool split = WHOLE && TOKEN_TILES == 1 && rounds > 0 && left > 0 && 2 * left <= grid_warps && warps % 2 == 0 &&
-                       k % (2 * 128 * SUPER_STEPS) == 0;
+    const bool split = WHOLE && TOKEN_TILES == 1 && rounds > 0 && left > 0 && 2 * left <= grid_warps &&
+                       warps % 2 == 0 && k % (2 * 128 * SUPER_STEPS) == 0;
     const int64_t row_end = split ? rounds * grid_warps * kRowsW : n, row0 = gw * kRowsW;
     if (row0 < row_end)
         stream_warp_rows<GROUP, ROW_TILES, TOKEN_TILES, SUPER_STEPS, RING_SLOTS, kXShared, false, WHOLE, TAIL, true,

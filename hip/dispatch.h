@@ -78,7 +78,10 @@ constexpr int kStreamXsMaxWarps = 16; /* apply_stream_xs_kernel, apply_stream_sp
 constexpr int kStreamXsRingSlots = 2; /* ring slots per warp of those two kernels */
 /* a row's scales of one super-step (SS steps) where they travel in the ring with its weights
  * (Dispatch.ring_scales): one bf16 a step for groups of 128, one every two steps for 256 */
-constexpr int stream_row_scale_bytes(int group, int super_steps) { return 2 * (group == 128 ? super_steps : super_steps / 2); }
+constexpr int stream_row_scale_bytes(int group, int super_steps)
+{
+    return 2 * (group == 128 ? super_steps : super_steps / 2);
+}
 /* one ring slot of a stream warp: a super-step (SS steps of 64 bytes) of its 16 ROW_TILES rows,
  * and their scales where the ring carries them */
 constexpr int64_t stream_slot_bytes(int row_tiles, int super_steps, int group = 128, bool ring_scales = false)
@@ -219,7 +222,8 @@ bool plan_stream_shared_x(const Call &c, Facts &f, int token_tiles, int super_st
                           bool ring_scales, Dispatch *p)
 {
     if (c.m > 8 * token_tiles || (c.group != 128 && c.group != 256)) return false;
-    const int64_t ring = (int64_t)kStreamXsRingSlots * stream_slot_bytes(1, super_step, c.group, ring_scales); /* per warp */
+    /* per warp */
+    const int64_t ring = (int64_t)kStreamXsRingSlots * stream_slot_bytes(1, super_step, c.group, ring_scales);
     const int64_t xbytes = (int64_t)token_tiles * 16 * c.k;
     const int64_t optin = f.smem_optin();
     const int64_t sms = f.sm_count();
@@ -591,7 +595,8 @@ Dispatch decide(const Call &c, Facts &f, int refuse)
      * round); the halves' scales in the rings where their super-steps are whole and that fits too
      * (k <= 4096 on an H200, groups of 128; run 64) */
     if (c.m <= 16 && big_groups && !(refuse & RADIANCE_GPU_TEST_NO_SHARED_X) &&
-        (plan_stream_split_k(c, f, kSharedXMinWarps, true, &p) || plan_stream_split_k(c, f, kSharedXMinWarps, false, &p)))
+        (plan_stream_split_k(c, f, kSharedXMinWarps, true, &p) ||
+         plan_stream_split_k(c, f, kSharedXMinWarps, false, &p)))
         return p;
     /* more than 32 tokens (17-32 for k <= kFoldFewTokensMaxK; 9-32 for groups under 128, which the
      * kernels below serve only by mma.sync): the group scale folded into the dequantized weights,
