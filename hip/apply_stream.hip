@@ -434,27 +434,19 @@ struct PairMeet {
     __device__ __forceinline__ void operator()(int64_t row0, const float (&total)[ROW_TILES][TOKEN_TILES][4]) const
     {
 #if defined(RAD_HAS_MMA_BF16)
+        constexpr int kSums = ROW_TILES * TOKEN_TILES * 4; /* a lane's, in total's order */
         const int lane = threadIdx.x & 31;
+        const float *mine = &total[0][0][0];
         if (half == 1) {
             __syncwarp(); /* every lane of this warp is done reading its ring */
 #pragma unroll
-            for (int mt = 0; mt < ROW_TILES; mt++)
-#pragma unroll
-                for (int nt = 0; nt < TOKEN_TILES; nt++)
-#pragma unroll
-                    for (int c = 0; c < 4; c++)
-                        exchange[((mt * TOKEN_TILES + nt) * 4 + c) * 32 + lane] = total[mt][nt][c];
+            for (int i = 0; i < kSums; i++) exchange[i * 32 + lane] = mine[i];
         }
         rad_ptx_bar_sync(barrier, 64);
         if (half == 0) {
             float sum[ROW_TILES][TOKEN_TILES][4];
 #pragma unroll
-            for (int mt = 0; mt < ROW_TILES; mt++)
-#pragma unroll
-                for (int nt = 0; nt < TOKEN_TILES; nt++)
-#pragma unroll
-                    for (int c = 0; c < 4; c++)
-                        sum[mt][nt][c] = total[mt][nt][c] + exchange[((mt * TOKEN_TILES + nt) * 4 + c) * 32 + lane];
+            for (int i = 0; i < kSums; i++) (&sum[0][0][0])[i] = mine[i] + exchange[i * 32 + lane];
             StoreUnit<ROW_TILES, TOKEN_TILES>{m, n, 0, bias, out}(row0, sum);
         }
 #endif
