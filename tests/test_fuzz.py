@@ -395,28 +395,28 @@ def test_fuzz_apply(worker, case):
     check(worker, case)
 
 
-def test_a_stride_lie_on_one_element_scales_is_no_lie(worker):
-    # Hypothesis's find: scales [1, 1] announced with strides [5, 5] address the same one element
-    # as the true strides, so apply takes them, with nothing to compute (m = 0) or two tokens
+def assert_one_element_stride_lie_is_taken(worker, name):
+    """apply with its argument `name` (scales or bias) of one element announced with strides
+    [5, 5]: those address the same element as the true strides, so apply takes it and computes
+    what it should, with nothing to compute (m = 0) or two tokens."""
     for m in (0, 2):
+        args = {"x": PLAIN, "packed": PLAIN, "scales": PLAIN, "bias": PLAIN, "out": {"omit": True},
+                name: dict(PLAIN, kind="forged", versioned=False, lie={"strides": [5, 5]})}
         case = {"fn": "apply", "seed": 0, "m": m, "n": 1, "k": 32, "group_size": 32, "k_x": 32,
-                "bias": False, "clip": "mse", "bad_nibble": False,
-                "args": {"x": PLAIN, "packed": PLAIN, "bias": PLAIN, "out": {"omit": True},
-                         "scales": dict(PLAIN, kind="forged", versioned=False, lie={"strides": [5, 5]})}}
+                "bias": name == "bias", "clip": "mse", "bad_nibble": False, "args": args}
         assert worker.run(case)["outcome"] == "ok", m
         check(worker, case)
+
+
+def test_a_stride_lie_on_one_element_scales_is_no_lie(worker):
+    # Hypothesis's find: scales [1, 1] announced with strides [5, 5]
+    assert_one_element_stride_lie_is_taken(worker, "scales")
 
 
 def test_a_stride_lie_on_a_one_element_bias_is_no_lie(worker):
     # Hypothesis's find: a bias of one element (n = 1, one dimension) announced with strides [5, 5]:
     # the consumer reads its one stride, of an extent-1 dimension, so the element is the true one
-    for m in (0, 2):
-        case = {"fn": "apply", "seed": 0, "m": m, "n": 1, "k": 32, "group_size": 32, "k_x": 32,
-                "bias": True, "clip": "mse", "bad_nibble": False,
-                "args": {"x": PLAIN, "packed": PLAIN, "scales": PLAIN, "out": {"omit": True},
-                         "bias": dict(PLAIN, kind="forged", versioned=False, lie={"strides": [5, 5]})}}
-        assert worker.run(case)["outcome"] == "ok", m
-        check(worker, case)
+    assert_one_element_stride_lie_is_taken(worker, "bias")
 
 
 def test_a_stride_lie_on_extent_one_dimensions_is_no_lie(worker):
