@@ -260,7 +260,7 @@ bool plan_stream_shared_x(const Call &c, Facts &f, int token_tiles, int super_st
  * activations over half of k (16 k bytes) fit in the opt-in shared memory per block beside at least
  * min_warps warps' rings and exchange slots; false (p untouched) elsewhere, and in builds without
  * the kernel (HIP). ring_scales: the rings carry the scales too where the halves' super-steps are
- * whole. */
+ * whole and their bytes still leave room for min_warps warps (else the plan without them). */
 template <class Facts>
 bool plan_stream_split_k(const Call &c, Facts &f, int min_warps, bool ring_scales, Dispatch *p)
 {
@@ -269,14 +269,22 @@ bool plan_stream_split_k(const Call &c, Facts &f, int min_warps, bool ring_scale
     if (f.sm() < 90) return false; /* clusters */
     /* whole super-steps in each half (k % 1024 == 0, as on the heads this is for): no step tested */
     const bool whole = c.k % (2 * 128 * 4) == 0;
-    ring_scales = ring_scales && whole;
-    const int64_t per_warp = (int64_t)kStreamXsRingSlots * stream_slot_bytes(1, 4, c.group, ring_scales) +
-                             kSplitKSlot + kSplitKBars;
     const int64_t xbytes = (int64_t)kSplitKTokenTiles * 16 * (c.k / 2); /* 16 tokens x k / 2 bf16 */
     const int64_t optin = f.smem_optin();
     if (xbytes >= optin) return false;
-    int64_t warps = (optin - xbytes) / per_warp;
-    if (warps > kStreamXsMaxWarps) warps = kStreamXsMaxWarps;
+    auto per_warp = [&](bool ring) {
+        return (int64_t)kStreamXsRingSlots * stream_slot_bytes(1, 4, c.group, ring) + kSplitKSlot + kSplitKBars;
+    };
+    auto warps_fitting = [&](bool ring) {
+        const int64_t w = (optin - xbytes) / per_warp(ring);
+        return w > kStreamXsMaxWarps ? (int64_t)kStreamXsMaxWarps : w;
+    };
+    ring_scales = ring_scales && whole;
+    int64_t warps = warps_fitting(ring_scales);
+    if (ring_scales && warps < min_warps) {
+        ring_scales = false;
+        warps = warps_fitting(false);
+    }
     if (warps < min_warps || warps < 1) return false;
     const int64_t max_clusters = f.split_k_clusters();
     if (max_clusters < 1) return false;
@@ -293,7 +301,7 @@ bool plan_stream_split_k(const Call &c, Facts &f, int min_warps, bool ring_scale
     p->ring_scales = ring_scales;
     p->warps = (int)warps;
     p->blocks = (int)(2 * clusters);
-    p->smem = (int)(warps * per_warp + xbytes);
+    p->smem = (int)(warps * per_warp(ring_scales) + xbytes);
     return true;
 }
 
@@ -595,8 +603,7 @@ Dispatch decide(const Call &c, Facts &f, int refuse)
      * round); the halves' scales in the rings where their super-steps are whole and that fits too
      * (k <= 4096 on an H200, groups of 128; run 64) */
     if (c.m <= 16 && big_groups && !(refuse & RADIANCE_GPU_TEST_NO_SHARED_X) &&
-        (plan_stream_split_k(c, f, kSharedXMinWarps, true, &p) ||
-         plan_stream_split_k(c, f, kSharedXMinWarps, false, &p)))
+        plan_stream_split_k(c, f, kSharedXMinWarps, true, &p))
         return p;
     /* more than 32 tokens (17-32 for k <= kFoldFewTokensMaxK; 9-32 for groups under 128, which the
      * kernels below serve only by mma.sync): the group scale folded into the dequantized weights,
