@@ -61,13 +61,14 @@ struct StreamSmem {
  * last of this one is worked on, so a warp never starts a unit with an empty ring
  * (docs/PERF_LOG.md, sixteenth round, run 62); without UNITS row_step and row_end are not read.
  * X_MODE kXShared: xs is the block's copy of the activations of these tokens (16 k bytes per 8
- * tokens). K_PART (kXShared only): only the ksteps 128-column steps from step step0 on, xs pointing
- * at their activations (2048 ksteps bytes per 8 tokens: apply_stream_split_k_kernel's copy holds
- * only those columns; the last round of apply_stream_xs_kernel, one 8-token tile, points into its
- * copy of all of k), the two halves of k added in done. WHOLE: the caller guarantees k % (128
- * SUPER_STEPS) == 0 (with K_PART: ksteps % SUPER_STEPS == 0), so no step is tested against k inside
- * a super-step. TAIL (any k): only the last super-step's steps are tested, the others run as
- * WHOLE's (run 60: as fast as WHOLE where both apply). SRING (WHOLE only): each super-step's scales
+ * tokens). K_PART: only the ksteps 128-column steps from step step0 on, with kXShared xs pointing at
+ * their activations (2048 ksteps bytes per 8 tokens: apply_stream_split_k_kernel's copy holds only
+ * those columns; the last round of apply_stream_xs_kernel, one 8-token tile, points into its copy
+ * of all of k), from global memory (the last wave of apply_stream_kernel) those columns of x; the
+ * two halves of k added in done. WHOLE: the caller guarantees k % (128 SUPER_STEPS) == 0 (with
+ * K_PART: ksteps % SUPER_STEPS == 0), so no step is tested against k inside a super-step. TAIL
+ * (any k): only the last super-step's steps are tested, the others run as WHOLE's (run 60: as fast
+ * as WHOLE where both apply). SRING (WHOLE only): each super-step's scales
  * travel in its ring slot, after the weights (StreamSmem), copied by lanes 0 .. 16 ROW_TILES - 1
  * (one row's each) with the weights, instead of loaded into registers from global memory a
  * super-step ahead (dispatch.h, kRingScalesFewTokensMaxK). UNITS needs the activations in shared memory
@@ -100,7 +101,6 @@ __device__ __forceinline__ void stream_warp_rows(const uint16_t *__restrict__ x,
     constexpr int kLanesPerRow = 4 * SUPER_STEPS;               /* 16-byte pieces per visit */
     constexpr int kCopies = kRowsW * kLanesPerRow / 32; /* per lane and super-step */
     constexpr bool XS = X_MODE == kXShared;
-    static_assert(!K_PART || XS, "a part of k reads its columns from the block's shared copy");
     static_assert(!(WHOLE && TAIL), "WHOLE tests no super-step, TAIL the last");
     const int lane = threadIdx.x & 31;
     const int g = lane >> 2, t = lane & 3;
@@ -221,7 +221,7 @@ __device__ __forceinline__ void stream_warp_rows(const uint16_t *__restrict__ x,
     for (int nt = 0; nt < TOKEN_TILES; nt++) {
         const int64_t tok = tok0 + 8 * nt + g;
         xvalid[nt] = X_MODE == kXClamp || tok < m;
-        xsrc[nt] = x + (tok < m ? tok : m - 1) * k + 32 * t;
+        xsrc[nt] = x + (tok < m ? tok : m - 1) * k + 32 * t + (K_PART && !XS ? (int64_t)step0 * 128 : 0);
     }
     /* kXShared: lanes of tokens past m read token m - 1 (a broadcast: one wavefront per load for
      * 1-2 tokens, two for 3-4, four for 5-8) */
@@ -454,20 +454,39 @@ struct PairMeet {
 };
 
 template <int GROUP, int ROW_TILES, int TOKEN_TILES, int SUPER_STEPS, int RING_SLOTS, int X_MODE = kXClamp,
-          bool WHOLE = false, bool TAIL = false, bool SRING = false>
+          bool WHOLE = false, bool TAIL = false, bool SRING = false, bool PAIRS = false>
 __global__ void __launch_bounds__(kStreamWarps * 32, ROW_TILES * TOKEN_TILES == 1 ? 4 : 1)
 apply_stream_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const int32_t *__restrict__ packed,
                     const uint16_t *__restrict__ scales, const uint16_t *__restrict__ bias, int64_t n,
-                    uint16_t *__restrict__ out, int64_t token_chunks)
+                    uint16_t *__restrict__ out, int64_t token_chunks, int64_t pair_block0)
 {
     static_assert(X_MODE != kXShared, "apply_stream_xs_kernel");
     extern __shared__ __align__(16) unsigned char smem[];
     const int warp = threadIdx.x >> 5;
+    constexpr int kRing = RING_SLOTS * StreamSmem<ROW_TILES, SUPER_STEPS, GROUP, SRING>::slot;
+    unsigned char *ring = smem + warp * kRing;
+    if constexpr (PAIRS) {
+        /* the last wave (dispatch.h, stream_pair_block0; one token chunk): warps 2 q and 2 q + 1 take
+         * unit 4 pair_block0 + 2 (block - pair_block0) + q over one half of k each and meet (PairMeet,
+         * named barrier 1 + q; the odd warp's ring, done with, holds its sums). An instance of its
+         * own, so that the kernels without it keep their code (run 67: the branch alone cost 1-2 %) */
+        static_assert(WHOLE && ROW_TILES == 1 && TOKEN_TILES == 1 && X_MODE == kXSkip,
+                      "the library's kernel of whole super-steps, tokens past m skipped");
+        if ((int64_t)blockIdx.x >= pair_block0) {
+            const int64_t row0 = (4 * pair_block0 + 2 * ((int64_t)blockIdx.x - pair_block0) + (warp >> 1)) * 16;
+            if (row0 >= n) return; /* both warps of the pair */
+            const int half = warp & 1, ksteps = (int)(k >> 8); /* steps per half: k / 128 / 2 */
+            const int step0 = half * ksteps;
+            stream_warp_rows<GROUP, 1, 1, SUPER_STEPS, RING_SLOTS, X_MODE, true, true, false, false, SRING>(
+                x, m, k, packed, scales, n, row0, n, n, 0, ring, nullptr, step0, ksteps,
+                PairMeet<1, 1>{m, n, bias, out, (float *)(smem + (warp | 1) * kRing), half, 1 + (warp >> 1)});
+            return;
+        }
+    }
     const int64_t chunk = (int64_t)blockIdx.x % token_chunks;
     const int64_t row_block = (int64_t)blockIdx.x / token_chunks;
     const int64_t row0 = (row_block * kStreamWarps + warp) * (16 * ROW_TILES);
     if (row0 >= n) return; /* whole warp; no block-wide barriers in this kernel */
-    unsigned char *ring = smem + warp * (RING_SLOTS * StreamSmem<ROW_TILES, SUPER_STEPS, GROUP, SRING>::slot);
     const int64_t tok0 = chunk * (8 * TOKEN_TILES);
     stream_warp_rows<GROUP, ROW_TILES, TOKEN_TILES, SUPER_STEPS, RING_SLOTS, X_MODE, false, WHOLE, TAIL, false, SRING>(
         x, m, k, packed, scales, n, row0, n, n, tok0, ring, nullptr, 0, 0,
@@ -523,7 +542,7 @@ rad_error_t launch_stream(const ApplyArgs &a, const ApplyPlan &p)
 #endif
     if (p.token_tiles != kTokenTiles) return (rad_error_t)RADIANCE_GPU_EINVAL;
     void (*kernel)(const uint16_t *, int64_t, int64_t, const int32_t *, const uint16_t *, const uint16_t *, int64_t,
-                   uint16_t *, int64_t) = nullptr;
+                   uint16_t *, int64_t, int64_t) = nullptr;
     const bool g128 = a.group == 128;
     if (a.group != 128 && a.group != 256) return (rad_error_t)RADIANCE_GPU_EINVAL;
     const int smem =
@@ -531,14 +550,23 @@ rad_error_t launch_stream(const ApplyArgs &a, const ApplyPlan &p)
     /* the library's: loads skipped past m, whole super-steps (k % 512 == 0; with the scales in the
      * ring or not) or all but the last */
     const bool whole = p.whole_super && a.k % (128 * kSuperSteps) == 0;
-    if (p.row_tiles == 1 && p.x_mode == kXSkip && whole && p.ring_scales)
+    const bool pairs = p.pair_block0 > 0;
+    if (p.row_tiles == 1 && p.x_mode == kXSkip && whole && p.ring_scales && pairs)
+        kernel = g128 ? apply_stream_kernel<128, 1, kTokenTiles, kSuperSteps, kRingSlots, kXSkip, true, false, true, true>
+                      : apply_stream_kernel<256, 1, kTokenTiles, kSuperSteps, kRingSlots, kXSkip, true, false, true, true>;
+    else if (p.row_tiles == 1 && p.x_mode == kXSkip && whole && p.ring_scales)
         kernel = g128 ? apply_stream_kernel<128, 1, kTokenTiles, kSuperSteps, kRingSlots, kXSkip, true, false, true>
                       : apply_stream_kernel<256, 1, kTokenTiles, kSuperSteps, kRingSlots, kXSkip, true, false, true>;
     else if (p.ring_scales)
         kernel = nullptr; /* the scales in the ring need whole super-steps */
+    else if (p.row_tiles == 1 && p.x_mode == kXSkip && whole && pairs)
+        kernel = g128 ? apply_stream_kernel<128, 1, kTokenTiles, kSuperSteps, kRingSlots, kXSkip, true, false, false, true>
+                      : apply_stream_kernel<256, 1, kTokenTiles, kSuperSteps, kRingSlots, kXSkip, true, false, false, true>;
     else if (p.row_tiles == 1 && p.x_mode == kXSkip && whole)
         kernel = g128 ? apply_stream_kernel<128, 1, kTokenTiles, kSuperSteps, kRingSlots, kXSkip, true>
                       : apply_stream_kernel<256, 1, kTokenTiles, kSuperSteps, kRingSlots, kXSkip, true>;
+    else if (pairs)
+        kernel = nullptr; /* pairs only in the kernels above */
     else if (p.row_tiles == 1 && p.x_mode == kXSkip && p.tail_super && !p.whole_super)
         kernel = g128 ? apply_stream_kernel<128, 1, kTokenTiles, kSuperSteps, kRingSlots, kXSkip, false, true>
                       : apply_stream_kernel<256, 1, kTokenTiles, kSuperSteps, kRingSlots, kXSkip, false, true>;
@@ -564,12 +592,16 @@ rad_error_t launch_stream(const ApplyArgs &a, const ApplyPlan &p)
     const int64_t rows_per_block = 16 * p.row_tiles * kStreamWarps;
     const int64_t row_blocks = (a.n + rows_per_block - 1) / rows_per_block;
     const int64_t chunks = (a.m + 8 * kTokenTiles - 1) / (8 * kTokenTiles);
-    const int64_t blocks = row_blocks * chunks;
+    /* the last wave in pairs of warps: 4 units a block before pair_block0, 2 from there */
+    const int64_t pair0 = p.pair_block0;
+    if (pair0 > 0 && (chunks != 1 || a.k % 1024 != 0 || 4 * pair0 >= (a.n + 15) / 16))
+        return (rad_error_t)RADIANCE_GPU_EINVAL;
+    const int64_t blocks = pair0 > 0 ? pair0 + ((a.n + 15) / 16 - 4 * pair0 + 1) / 2 : row_blocks * chunks;
     if (blocks > 0x7fffffffLL) return (rad_error_t)RADIANCE_GPU_EINVAL;
     rad_error_t err = rad_func_set_max_dynamic_smem(kernel, smem);
     if (err != RAD_SUCCESS) return err;
     kernel<<<(unsigned)blocks, kStreamWarps * 32, smem, a.stream>>>(a.x, a.m, a.k, a.packed, a.scales, a.bias, a.n,
-                                                                    a.out, chunks);
+                                                                    a.out, chunks, pair0);
     return rad_get_last_error();
 }
 

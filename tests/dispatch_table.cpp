@@ -66,8 +66,8 @@ std::string describe(const Dispatch &d)
         snprintf(buf, sizeof buf, "tiled mma.sync, %d tokens per warp (apply_mma)", 8 * d.token_tiles);
         break;
     case ApplyPath::kStream:
-        snprintf(buf, sizeof buf, "stream, tokens past m %s%s (apply_stream)", d.x_mode == kXClamp ? "clamped" : "skipped",
-                 supers(d));
+        snprintf(buf, sizeof buf, "stream, tokens past m %s%s%s (apply_stream)", d.x_mode == kXClamp ? "clamped" : "skipped",
+                 supers(d), d.pair_block0 > 0 ? ", the last wave in halves of k" : "");
         break;
     case ApplyPath::kStreamSharedX:
         if (d.k_parts == 2)

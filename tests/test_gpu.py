@@ -151,6 +151,21 @@ def kernel_template_args(prof, kernel):
     return tuple(arg.strip() for arg in ran[0].split(f"{kernel}<")[1].split(">")[0].split(","))
 
 
+def kernel_grid(prof, kernel):
+    """The grid's x size of the one launch of `kernel` in the profiler's trace (CUPTI records it)."""
+    import json
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "trace.json")
+        prof.export_chrome_trace(path)
+        with open(path) as fh:
+            events = json.load(fh)["traceEvents"]
+    grids = [e["args"]["grid"][0] for e in events if f"{kernel}<" in e.get("name", "") and "grid" in e.get("args", {})]
+    assert len(grids) == 1, (kernel, grids)
+    return grids[0]
+
+
 # The register pipe for 1-8 tokens with groups under 128 (hip/dispatch.h, plan_mma) in both of its
 # shapes: 3 steps ahead with registers for 6 blocks per SM, and 2 steps ahead for 8 blocks (whose
 # registers spill a few bytes to the stack) for group 64 with k >= 4096 from 4 tokens and group 32
@@ -682,9 +697,9 @@ def test_apply_gpu_stream_plans_match_float64(m, k, group_size):
         if m >= 6 or (m == 5 and few_k):  # apply_stream_xs_kernel<group, 1, 1, 4, 2, whole, tail, ring>
             assert kernel_template_args(prof, "apply_stream_xs_kernel") == (
                 str(group_size), "1", "1", "4", "2", whole, tail, whole)
-        else:  # apply_stream_kernel<group, 1, 1, 4, 2, x mode (1: skipped), whole, tail, ring>
+        else:  # apply_stream_kernel<group, 1, 1, 4, 2, x mode (1: skipped), whole, tail, ring, pairs (none here)>
             assert kernel_template_args(prof, "apply_stream_kernel") == (
-                str(group_size), "1", "1", "4", "2", "1", whole, tail, "true" if few_k else "false")
+                str(group_size), "1", "1", "4", "2", "1", whole, tail, "true" if few_k else "false", "false")
     assert np.isfinite(got).all(), f"unwritten outputs (seed {seed})"
     assert_within_bf16_of_float64(got, x, packed, scales, group_size, bias, seed)
 
@@ -713,6 +728,46 @@ def test_apply_gpu_persistent_stream_units_match_float64(m, k, group_size):
             whole = "true" if k % 1024 == 0 else "false"
             assert kernel_template_args(prof, "apply_stream_split_k_kernel") == (str(group_size), whole, whole)
     assert np.isfinite(got).all(), f"unwritten outputs (seed {seed})"
+    assert_within_bf16_of_float64(got, x, packed, scales, group_size, bias, seed)
+
+
+def stream_pair_block0(n, k, sms):
+    """hip/dispatch.h's stream_pair_block0: the first block of the one-unit stream kernel (1-5
+    tokens, 4 blocks of 4 warps per SM, a 16-row unit per warp) whose units go to pairs of warps over
+    halves of k, where the last wave is at most half full behind a full one, k % 1024 == 0 and
+    k >= 4096 (kStreamPairMinK); 0: none."""
+    units, wave = -(-n // 16), 4 * 4 * sms
+    waves, left = divmod(units, wave)
+    ok = k % 1024 == 0 and k >= 4096 and waves > 0 and 0 < left and 2 * left <= wave
+    return waves * wave // 4 if ok else 0
+
+
+# The one-unit stream kernel of 1-5 tokens with its last wave of blocks split in k (hip/dispatch.h,
+# stream_pair_block0; apply_stream_kernel<..., PAIRS>): n chosen from the GPU's SM count so that
+# one full wave (4 blocks x 4 warps x SMs units of 16 rows) leaves an odd number of units (the last
+# block's second pair lies past n) and a last unit cut by n; the two halves' sums meet in the block
+# (PairMeet). k = 4096 with the scales in the ring (halves of 16 steps), 5120 with them loaded a
+# super-step ahead (halves of 20 steps; groups of 256: a half starts at group 10); a bias at odd m.
+# Against float64; the launch's grid, read from the profiler's trace, shows the split (two units
+# a block past the full wave, where four would give fewer blocks).
+@pytest.mark.parametrize("m", [1, 3, 4])
+@pytest.mark.parametrize("k, group_size", [(4096, 128), (5120, 256)])
+def test_apply_gpu_stream_last_wave_in_halves_of_k_matches_float64(m, k, group_size):
+    if torch.version.cuda is None or torch.cuda.get_device_capability() < (8, 0):
+        pytest.skip("the stream kernel is the mma.sync path of NVIDIA sm_80 and later")
+    rng, seed = fresh_rng()
+    sms = torch.cuda.get_device_properties(DEV).multi_processor_count
+    left = 2 * int(rng.integers(1, 2 * sms)) + 1  # odd, under half a wave
+    n = 16 * (16 * sms + left) - int(rng.integers(1, 16))
+    pair0 = stream_pair_block0(n, k, sms)
+    assert pair0 == 4 * sms
+    prof, got, (x, packed, scales, bias) = profiled_apply(rng, m, n, k, group_size)
+    if os.environ.get("RADIANCE_TEST_NO_PROFILER") != "1":
+        # apply_stream_kernel<group, 1, 1, 4, 2, x mode (1: skipped), whole, tail, scales in the ring, pairs>
+        assert kernel_template_args(prof, "apply_stream_kernel") == (
+            str(group_size), "1", "1", "4", "2", "1", "true", "false", "true" if k <= 4096 else "false", "true")
+        assert kernel_grid(prof, "apply_stream_kernel") == pair0 + (-(-n // 16) - 4 * pair0 + 1) // 2, n
+    assert np.isfinite(got).all(), f"unwritten outputs (seed {seed}, n {n})"
     assert_within_bf16_of_float64(got, x, packed, scales, group_size, bias, seed)
 
 

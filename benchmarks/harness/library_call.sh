@@ -9,8 +9,9 @@
 . "$(dirname "$0")/call_preamble.sh"
 selection=${1:?"the tests to run under memcheck (pytest -k)"}
 ls python/radiance/_C*.so || exit 1
-# the whole file took 296 s on one H200 and more than 330 on another (2026-12-03)
-logged test 390 python3 -m pytest -q -p no:cacheprovider tests/test_gpu.py
+# the whole file took 296 s on one H200 and more than 330 on another (2026-12-03); 2026-12-04 added
+# the last-wave tests (heads of 34000-38000 rows of k = 4096 and 5120)
+logged test 420 python3 -m pytest -q -p no:cacheprovider tests/test_gpu.py
 tail -1 "$OUT/test.log"; grep -E "^FAILED|^E  " "$OUT/test.log" | head -12
 RADIANCE_TEST_NO_PROFILER=1 logged memcheck 120 compute-sanitizer --tool memcheck --error-exitcode 9 python3 -m pytest \
     -q -p no:cacheprovider tests/test_gpu.py -k "$selection"
