@@ -154,7 +154,8 @@ __device__ __forceinline__ void fold_pin(float (&acc)[NA])
  * at a named barrier, then each warpgroup writes its 64 rows x TOKENS tokens, converted to bf16,
  * into the slot of the tile's last step by stmatrix, in the TMA engine's 128-byte swizzle, and one
  * of its threads hands them to a bulk tensor store, which writes only what lies inside n and m;
- * the slot is released once the store has read it. The warpgroup goes on to its next tile without
+ * the slot is released once the store has read it (where k <= kFoldLateReleaseMaxK, after the next
+ * tile's first wgmmas are queued; dispatch.h). The warpgroup goes on to its next tile without
  * waiting for the global writes. Which tiles take it: fold_tile (dispatch.h), where it pays.
  * (Cluster pairs sharing each activation box by TMA multicast lost: docs/PERF_LOG.md, run 53.) */
 template <int TOKENS, int CWG, bool TSTORE, int BLOCKS>
@@ -241,6 +242,10 @@ __device__ __forceinline__ void fold_body(const uint16_t *__restrict__ x, int64_
     uint32_t sb[2][4];
     Rows cur = rows_of(blockIdx.x);
     fold_load_scales(cur.s0, cur.s1, cur.ok, ng, group_shift, 0, sb);
+    /* TSTORE: the ring slot the last tile was written out from, until released (-1: none), where
+     * that waits for the next tile's first wgmmas (dispatch.h, kFoldLateReleaseMaxK) */
+    const bool late_release = k <= kFoldLateReleaseMaxK;
+    int stored_slot = -1;
     /* the ring position of the tile's first step: slot base0, phase parity phase0 */
     int base0 = 0;
     unsigned phase0 = 0;
@@ -286,6 +291,16 @@ __device__ __forceinline__ void fold_body(const uint16_t *__restrict__ x, int64_
                 }
                 rad_wgmma_commit();
             }
+            /* TSTORE with late_release: the slot the tile before was written out from, released
+             * once the engine has read it, which this tile's first wgmmas now overlap (thread 0 of
+             * each warpgroup) */
+            if (TSTORE && H == 0 && s == 0 && stored_slot >= 0) {
+                if ((tid & 127) == 0) {
+                    rad_bulk_wait_read_all();
+                    release(stored_slot, 4); /* for the warpgroup's 4 warps */
+                }
+                stored_slot = -1;
+            }
             if (LAST) rad_wgmma_wait<0>();
             else rad_wgmma_wait<1>();
             fold_pin(acc);
@@ -328,9 +343,12 @@ __device__ __forceinline__ void fold_body(const uint16_t *__restrict__ x, int64_
             if ((tid & 127) == 0) {
                 rad_tma_store_2d(omap, stage, (int)(rbase_of(tile) + 64 * wg), (int)tok0);
                 rad_bulk_commit();
-                rad_bulk_wait_read_all();
-                release(last_slot, 4); /* for the warpgroup's 4 warps */
+                if (!late_release) {
+                    rad_bulk_wait_read_all();
+                    release(last_slot, 4); /* for the warpgroup's 4 warps */
+                }
             }
+            if (late_release) stored_slot = last_slot; /* released in the next tile's first half */
             continue;
         }
 

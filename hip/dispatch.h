@@ -402,6 +402,18 @@ constexpr int64_t kFoldFewTokensMaxK = 1024;
  *   58: ahead in each of three loops by 0.7-3.4 %). */
 constexpr int fold_register_store_wgs(int tokens) { return tokens <= 160 ? 3 : 2; }
 
+/* A tile written by TMA is staged in the ring slot of its last step, which its warpgroup releases
+ * once the engine has read it. Up to this k (few steps a tile) thread 0 of each warpgroup waits for
+ * that after the next tile's first wgmmas are queued, so that the warpgroup's next wgmmas do not
+ * wait for the engine's read; beyond it, right after the store, so that the slot returns to the
+ * ring sooner (apply_wgmma_fold.hip). H200, docs/PERF_LOG.md eighteenth round, run 68, A (release
+ * at once) against B (after the next tile's first wgmmas), two timing loops: 262144 x 640 at 384 /
+ * 1024 / 2048 tokens 230.0 / 551.2 / 1120.5 us against 211.9 / 504.8 / 1004.3 (8-10 %), 49152 x
+ * 576 g64 7-8 % at 48-2048, 151936 x 1024 2-6 %; at k = 4096-5376 within 2 % from 192 tokens but
+ * 2-5 % slower at 48 (248320 x 5120 330.6 against 340.7) and 3.5 % at 128 on 128256 x 4096 (two
+ * blocks per SM, 3 slots each). */
+constexpr int64_t kFoldLateReleaseMaxK = 1024;
+
 constexpr bool fold_tstore_taken(int tokens, int consumer_wgs, int64_t k)
 {
     return consumer_wgs == 2 || tokens == 48 || (k <= kFoldTstoreMaxK && tokens >= 32);
