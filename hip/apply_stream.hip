@@ -41,8 +41,6 @@
 namespace radiance {
 namespace {
 
-constexpr int kStreamWarps = 4;
-
 /* one ring slot: a super-step of a warp's rows, and with SRING their scales after the weights
  * (dispatch.h's stream_slot_bytes, which the planner sizes shared memory by) */
 template <int ROW_TILES, int SUPER_STEPS, int GROUP = 128, bool SRING = false>
@@ -455,7 +453,7 @@ struct PairMeet {
 
 template <int GROUP, int ROW_TILES, int TOKEN_TILES, int SUPER_STEPS, int RING_SLOTS, int X_MODE = kXClamp,
           bool WHOLE = false, bool TAIL = false, bool SRING = false, bool PAIRS = false>
-__global__ void __launch_bounds__(kStreamWarps * 32, ROW_TILES * TOKEN_TILES == 1 ? 4 : 1)
+__global__ void __launch_bounds__(kStreamWarps * 32, ROW_TILES * TOKEN_TILES == 1 ? kStreamBlocksPerSm : 1)
 apply_stream_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const int32_t *__restrict__ packed,
                     const uint16_t *__restrict__ scales, const uint16_t *__restrict__ bias, int64_t n,
                     uint16_t *__restrict__ out, int64_t token_chunks, int64_t pair_block0)
@@ -467,13 +465,14 @@ apply_stream_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const 
     unsigned char *ring = smem + warp * kRing;
     if constexpr (PAIRS) {
         /* the last wave (dispatch.h, stream_pair_block0; one token chunk): warps 2 q and 2 q + 1 take
-         * unit 4 pair_block0 + 2 (block - pair_block0) + q over one half of k each and meet (PairMeet,
+         * unit kStreamWarps pair_block0 + 2 (block - pair_block0) + q over one half of k each and meet (PairMeet,
          * named barrier 1 + q; the odd warp's ring, done with, holds its sums). An instance of its
          * own, so that the kernels without it keep their code (run 67: the branch alone cost 1-2 %) */
         static_assert(WHOLE && ROW_TILES == 1 && TOKEN_TILES == 1 && X_MODE == kXSkip,
                       "the library's kernel of whole super-steps, tokens past m skipped");
         if ((int64_t)blockIdx.x >= pair_block0) {
-            const int64_t row0 = (4 * pair_block0 + 2 * ((int64_t)blockIdx.x - pair_block0) + (warp >> 1)) * 16;
+            const int64_t row0 =
+                (kStreamWarps * pair_block0 + 2 * ((int64_t)blockIdx.x - pair_block0) + (warp >> 1)) * 16;
             if (row0 >= n) return; /* both warps of the pair */
             const int half = warp & 1, ksteps = (int)(k >> 8); /* steps per half: k / 128 / 2 */
             const int step0 = half * ksteps;
@@ -592,11 +591,11 @@ rad_error_t launch_stream(const ApplyArgs &a, const ApplyPlan &p)
     const int64_t rows_per_block = 16 * p.row_tiles * kStreamWarps;
     const int64_t row_blocks = (a.n + rows_per_block - 1) / rows_per_block;
     const int64_t chunks = (a.m + 8 * kTokenTiles - 1) / (8 * kTokenTiles);
-    /* the last wave in pairs of warps: 4 units a block before pair_block0, 2 from there */
-    const int64_t pair0 = p.pair_block0;
-    if (pair0 > 0 && (chunks != 1 || a.k % 1024 != 0 || 4 * pair0 >= (a.n + 15) / 16))
+    /* the last wave in pairs of warps: a unit per warp before pair_block0, one per pair from there */
+    const int64_t pair0 = p.pair_block0, units = (a.n + 15) / 16;
+    if (pair0 > 0 && (chunks != 1 || a.k % 1024 != 0 || kStreamWarps * pair0 >= units))
         return (rad_error_t)RADIANCE_GPU_EINVAL;
-    const int64_t blocks = pair0 > 0 ? pair0 + ((a.n + 15) / 16 - 4 * pair0 + 1) / 2 : row_blocks * chunks;
+    const int64_t blocks = pair0 > 0 ? pair0 + (units - kStreamWarps * pair0 + 1) / 2 : row_blocks * chunks;
     if (blocks > 0x7fffffffLL) return (rad_error_t)RADIANCE_GPU_EINVAL;
     rad_error_t err = rad_func_set_max_dynamic_smem(kernel, smem);
     if (err != RAD_SUCCESS) return err;

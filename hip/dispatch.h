@@ -558,27 +558,29 @@ inline void plan_mma(const Call &c, Dispatch *p)
 }
 
 /* The one-unit stream kernel (1-4 tokens, more where the activations do not fit in shared memory;
- * apply_stream_kernel) runs kStreamBlocksPerSm blocks of 4 warps per SM (its launch bounds), a
- * 16-row unit per warp, so waves of 4 kStreamBlocksPerSm x SMs units. Where the units leave a last
- * wave at most half full behind at least one full wave, k % 1024 == 0 (whole super-steps in each
- * half of k) and k >= kStreamPairMinK, the blocks of that wave take two units each, warps 2 q and
- * 2 q + 1 one half of k of the same unit, meeting in the block as the shared-activation kernel's
- * last round does (docs/PERF_LOG.md, seventeenth round, run 65): the wave's blocks are as many as
- * before, each done in about half the time. On an H200 (132 SMs, waves of 2112 units) 151936 x
- * 5120 and 151936 x 1024 run 4 waves and 1048 units, 248320 x 5120 7 and 736: 1-5 tokens 1.2-1.9 %
- * faster on 151936 x 5120 (one token 103.4 / 103.3 against 101.9 / 101.8 us in two timing loops),
- * 0.2-1.1 % on 248320 x 5120, but 0.3-3 % slower on 151936 x 1024, whose halves of 4 steps are too
- * short for a pair's meeting (docs/PERF_LOG.md, eighteenth round, run 67). The first block of that
- * wave (all before it take four units each), or 0 where it does not apply. */
+ * apply_stream_kernel) runs kStreamBlocksPerSm blocks of kStreamWarps warps per SM (its launch
+ * bounds), a 16-row unit per warp, so waves of kStreamWarps x kStreamBlocksPerSm x SMs units. Where
+ * the units leave a last wave at most half full behind at least one full wave, k % 1024 == 0 (whole
+ * super-steps in each half of k) and k >= kStreamPairMinK, the blocks of that wave take two units
+ * each, warps 2 q and 2 q + 1 one half of k of the same unit, meeting in the block as the
+ * shared-activation kernel's last round does (docs/PERF_LOG.md, seventeenth round, run 65): the
+ * wave's blocks are as many as before, each done in about half the time. On an H200 (132 SMs, waves
+ * of 2112 units) 151936 x 5120 and 151936 x 1024 run 4 waves and 1048 units, 248320 x 5120 7 and
+ * 736: 1-5 tokens 1.2-1.9 % faster on 151936 x 5120 (one token 103.4 / 103.3 against 101.9 / 101.8
+ * us in two timing loops), 0.2-1.1 % on 248320 x 5120, but 0.3-3 % slower on 151936 x 1024, whose
+ * halves of 4 steps are too short for a pair's meeting (docs/PERF_LOG.md, eighteenth round, run 67).
+ * The first block of that wave (all before it take kStreamWarps units each), or 0 where it does not
+ * apply. */
+constexpr int kStreamWarps = 4; /* apply_stream_kernel's warps per block */
 constexpr int kStreamBlocksPerSm = 4;
 constexpr int64_t kStreamPairMinK = 4096;
 
 inline int64_t stream_pair_block0(int64_t n, int64_t k, int64_t sms)
 {
-    const int64_t units = (n + 15) / 16, wave = 4 * kStreamBlocksPerSm * sms; /* 4 warps a block */
+    const int64_t units = (n + 15) / 16, wave = kStreamWarps * kStreamBlocksPerSm * sms;
     if (k % 1024 != 0 || k < kStreamPairMinK || sms < 1) return 0;
     const int64_t waves = units / wave, left = units - waves * wave;
-    return waves > 0 && left > 0 && 2 * left <= wave ? waves * wave / 4 : 0;
+    return waves > 0 && left > 0 && 2 * left <= wave ? waves * wave / kStreamWarps : 0;
 }
 
 /* The automatic choice for a call under the test flags `refuse` (RADIANCE_GPU_TEST_*, 0 outside
