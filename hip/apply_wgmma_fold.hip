@@ -75,6 +75,12 @@ struct FoldCfg {
      * twelfth round, run 56) */
     static constexpr int consumer_regs = BLOCKS == 1 ? (CWG == 2 ? 232 : 160) : (CWG == 2 ? 104 : 208);
     static constexpr int producer_regs = BLOCKS == 1 ? (CWG == 2 ? 40 : 24) : (CWG == 2 ? 32 : 48);
+    /* The parts a 128-column step is built and queued in, each with its own fragment set while
+     * the part before is in flight: 2 (halves of 4 slices, 16 registers a set), or 4 (quarters of 2
+     * slices, 8 registers a set) where the accumulators and two sets of 16 would leave fewer than
+     * 32 of consumer_regs for the rest: ptxas then serialized every wgmma, waiting for each before
+     * the next (C7512 and a spill, the 96-token tile of two blocks per SM at 104 registers) */
+    static constexpr int parts = consumer_regs - TOKENS / 2 - 32 < 32 ? 4 : 2;
     static_assert(BLOCKS == 1 || BLOCKS == 2, "one or two blocks per SM");
     static_assert(BLOCKS == 1 || CWG <= 2, "two blocks of 3 consumer warpgroups have too few registers");
     static_assert(stages >= 2, "a ring of at least two slots");
@@ -113,25 +119,27 @@ __device__ __forceinline__ void fold_load_scales(const uint16_t *srow0, const ui
     }
 }
 
-/* The A fragments of half H of one step (slices 4 H .. 4 H + 3: words 8 H .. 8 H + 7 of each row,
- * quarters 2 H and 2 H + 1) with the scale folded in: as wg_build_a (wgmma_common.h), thread t
- * takes nibble pair t of every word (columns 2 t, 2 t + 1 of each 8), then each pair (q, exact in
- * bf16) times its quarter's scale in one bf16x2 FMA with a -0 addend: bf16_rne(q * s) per weight. */
-template <int H>
+/* The A fragments of part P of one step in PARTS (FoldCfg::parts; of 2, half P: slices 4 P ..
+ * 4 P + 3, words 8 P .. 8 P + 7 of each row, quarters 2 P and 2 P + 1; of 4, quarter P: slices
+ * 2 P, 2 P + 1) with the scale folded in: as wg_build_a (wgmma_common.h), thread t takes nibble
+ * pair t of every word (columns 2 t, 2 t + 1 of each 8), then each pair (q, exact in bf16) times
+ * its quarter's scale in one bf16x2 FMA with a -0 addend: bf16_rne(q * s) per weight. */
+template <int P, int PARTS>
 __device__ __forceinline__ void fold_build_a(const unsigned char *st, int row, int shift, const uint32_t (&sb)[2][4],
-                                             uint32_t (&a)[4][4])
+                                             uint32_t (&a)[8 / PARTS][4])
 {
+    constexpr int QP = 4 / PARTS; /* quarters per part */
 #pragma unroll
-    for (int qq = 0; qq < 2; qq++)
+    for (int qq = 0; qq < QP; qq++)
 #pragma unroll
         for (int hi = 0; hi < 2; hi++) {
-            const int q = 2 * H + qq;
+            const int q = QP * P + qq;
             const uint4 v = *(const uint4 *)(st + (row + 8 * hi) * 64 + q * 16);
             const uint32_t w4[4] = {v.x, v.y, v.z, v.w};
             const uint32_t s2 = sb[hi][q] * 0x10001u; /* the scale in both bf16 lanes */
 #pragma unroll
             for (int i = 0; i < 4; i++) {
-                const int word = 4 * qq + i; /* slice 4 H + word / 2, k-half word % 2 */
+                const int word = 4 * qq + i; /* slice 8 P / PARTS + word / 2, k-half word % 2 */
                 a[word >> 1][2 * (word & 1) + hi] = rad_fma_bf16x2(dequant_pair(w4[i], shift), s2, 0x80008000u);
             }
         }
@@ -262,59 +270,65 @@ __device__ __forceinline__ void fold_body(const uint16_t *__restrict__ x, int64_
         float acc[NA];
 #pragma unroll
         for (int r = 0; r < NA; r++) acc[r] = 0.0f;
-        uint32_t afr[2][4][4]; /* the fragments of a step's two halves (4 slices each) */
+        constexpr int PARTS = Cfg::parts, SP = 8 / PARTS; /* parts of a step, slices per part */
+        uint32_t afr[2][SP][4]; /* the fragments of two parts in turn (SP slices each) */
 
-        /* half H of step s: (H = 0) its slot landed; its fragments built (after half 1, the
-         * scales of step s + 1 requested into the same registers); 4 wgmmas queued; then the
-         * group before it waited for, so that one group stays in flight while the next half is
-         * built, and (H = 0) the slot of step s - 1, whose last wgmmas that was, released by each
-         * warp */
-        auto half = [&](int s, auto h, auto last) __attribute__((always_inline)) {
-            constexpr int H = decltype(h)::value;
+        /* part P of step s (LAST: of the last step): (P = 0) its slot landed; its fragments built
+         * (after the last part, the scales of step s + 1 requested into the same registers); SP
+         * wgmmas queued; then the group before it waited for, so that one group stays in flight
+         * while the next part is built, and (P = 0) the slot of step s - 1, whose last wgmmas that
+         * was, released by each warp */
+        auto part = [&](int s, auto p, auto last) __attribute__((always_inline)) {
+            constexpr int P = decltype(p)::value;
             constexpr bool LAST = decltype(last)::value == 1;
+            constexpr bool FINAL = LAST && P == PARTS - 1; /* the tile's last part */
             const int pos = base0 + s;
             const unsigned char *st = smem + (pos % S) * Cfg::stage_bytes;
-            if (H == 0) rad_mbarrier_wait(fullbar + pos % S, phase0 ^ ((unsigned)(pos / S) & 1u));
-            const bool live = !(LAST && H == 1 && last_half_dead);
-            if (live) fold_build_a<H>(st, local0, shift, sb, afr[H]);
-            if (H == 1 && s + 1 < nsteps) fold_load_scales(srow0, srow1, rows_ok, ng, group_shift, s + 1, sb);
-            if (H == 1 && LAST) fold_load_scales(next.s0, next.s1, next.ok, ng, group_shift, 0, sb);
+            if (P == 0) rad_mbarrier_wait(fullbar + pos % S, phase0 ^ ((unsigned)(pos / S) & 1u));
+            const bool live = !(LAST && 2 * P >= PARTS && last_half_dead);
+            if (live) fold_build_a<P, PARTS>(st, local0, shift, sb, afr[P & 1]);
+            if (P == PARTS - 1 && s + 1 < nsteps) fold_load_scales(srow0, srow1, rows_ok, ng, group_shift, s + 1, sb);
+            if (FINAL) fold_load_scales(next.s0, next.s1, next.ok, ng, group_shift, 0, sb);
             fold_pin(acc);
             if (live) {
                 rad_wgmma_fence();
                 const uint64_t bdesc = rad_wgmma_desc_sw128(st + Cfg::wbytes);
 #pragma unroll
-                for (int j = 0; j < 4; j++) {
-                    const int sl = 4 * H + j; /* box sl / 4, 32 bytes per slice inside its swizzled rows */
-                    rad_wgmma_rs(acc, afr[H][j], bdesc + (uint64_t)(((sl >> 2) * TOKENS * 128 + (sl & 3) * 32) >> 4),
-                                 1);
+                for (int j = 0; j < SP; j++) {
+                    const int sl = SP * P + j; /* box sl / 4, 32 bytes per slice inside its swizzled rows */
+                    rad_wgmma_rs(acc, afr[P & 1][j],
+                                 bdesc + (uint64_t)(((sl >> 2) * TOKENS * 128 + (sl & 3) * 32) >> 4), 1);
                 }
                 rad_wgmma_commit();
             }
             /* TSTORE with late_release: the slot the tile before was written out from, released
              * once the engine has read it, which this tile's first wgmmas now overlap (thread 0 of
              * each warpgroup) */
-            if (TSTORE && H == 0 && s == 0 && stored_slot >= 0) {
+            if (TSTORE && P == 0 && s == 0 && stored_slot >= 0) {
                 if ((tid & 127) == 0) {
                     rad_bulk_wait_read_all();
                     release(stored_slot, 4); /* for the warpgroup's 4 warps */
                 }
                 stored_slot = -1;
             }
-            if (LAST) rad_wgmma_wait<0>();
+            if (FINAL) rad_wgmma_wait<0>();
             else rad_wgmma_wait<1>();
             fold_pin(acc);
-            if (H == 0 && s > 0 && lane == 0) release((pos - 1) % S, 1);
+            if (P == 0 && s > 0 && lane == 0) release((pos - 1) % S, 1);
         };
-        /* the last half waits for every group: the compiler may copy the accumulators to other
+        auto step = [&](int s, auto last) __attribute__((always_inline)) {
+            part(s, FoldSet<0>(), last);
+            part(s, FoldSet<1>(), last);
+            if constexpr (PARTS == 4) {
+                part(s, FoldSet<2>(), last);
+                part(s, FoldSet<3>(), last);
+            }
+        };
+        /* the last part waits for every group: the compiler may copy the accumulators to other
          * registers once the loop is left (seen in the SASS), which must not happen while a group
          * still writes them */
-        for (int s = 0; s + 1 < nsteps; s++) {
-            half(s, FoldSet<0>(), FoldSet<0>());
-            half(s, FoldSet<1>(), FoldSet<0>());
-        }
-        half(nsteps - 1, FoldSet<0>(), FoldSet<0>());
-        half(nsteps - 1, FoldSet<1>(), FoldSet<1>());
+        for (int s = 0; s + 1 < nsteps; s++) step(s, FoldSet<0>());
+        step(nsteps - 1, FoldSet<1>());
         if (!TSTORE && lane == 0) release((base0 + nsteps - 1) % S, 1);
         cur = next;
 
