@@ -442,11 +442,13 @@ inline double fold_fill(int64_t tiles, int64_t slots)
 }
 
 /* Two blocks per SM, each with smaller tiles: 33-48, 49-64 and 65-96 tokens as tiles of 48 / 64 /
- * 96 tokens and 2 consumer warpgroups (128 rows), 97-128 as 128 tokens and 1 warpgroup (64 rows),
+ * 96 tokens and 2 consumer warpgroups (128 rows), 112-128 as 128 tokens and 1 warpgroup (64 rows;
+ * not at 97-111 tokens, kFoldTwoPerSm128MinTokens below),
  * all written by TMA. Twice the slots and tiles of 1.5 or 2 times fewer rows change how full the
  * last round of tiles is (fold_fill), and one block's epilogue and first steps overlap the other's
  * wgmmas. Taken where the fill rises by kFoldTwoPerSmMinGain or more, or, for k <= kFoldTstoreMaxK
- * (few steps per tile, where the overlap weighs), where it falls by no more than 1 %. H200,
+ * (few steps per tile, where the overlap weighs), where it falls by no more than 1 % (the tiles of
+ * 64 and 96 tokens: more widely since run 69, below). H200,
  * docs/PERF_LOG.md thirteenth round, run 56, in one timing loop against the one-block tile at
  * 48-128 tokens (fill of one block / two blocks; two blocks' time against one's, us):
  * - 128256 x 4096 (0.84 / 0.95): 64 tokens 153 against 174, 96 198 / 208, 128 235 / 239;
@@ -465,21 +467,47 @@ inline double fold_fill(int64_t tiles, int64_t slots)
  * 248320 x 5120 (324.5 / 313.0), 151936 x 5120 (204.6 / 191.0) and 262144 x 5376 (357.1 / 377.2:
  * the one gain the rule leaves, as at 64 tokens). */
 constexpr double kFoldTwoPerSmMinGain = 1.08, kFoldTwoPerSmMaxLossSmallK = 0.99;
+/* The tiles of 64 and 96 tokens are taken more widely: wherever the fill does not fall, and for k <=
+ * kFoldTstoreMaxK where it falls by no more than 15 %. Run 69 (docs/PERF_LOG.md, nineteenth round;
+ * the 96-token tile's steps in four parts since, without which ptxas serialized its wgmmas), two
+ * timing loops, one block against two at 49-64 / 65-96 tokens (us): 262144 x 5376 (fill 0.94 /
+ * 0.97) 421-427 / 402-411 and 496-522 / 488-514; 151936 x 1024 (1.00 / 0.90) 56.4-56.8 / 54.0-54.1
+ * and 64.7-65.0 / 63.6-63.9; still not taken: 248320 x 5120 (0.98 / 0.92: 3-7 % slower), 151936 x
+ * 5120 (1.00 / 0.90: 4-8 %), 49152 x 576 (0.97 / 0.73: 12-16 %). The tiles of 48 and 128 tokens
+ * keep the rule above (262144 x 5376 at 40 tokens 357.1 / 377.2, at 128 653 / 572 us, runs 57 and
+ * 56; at 40-48 again in run 71, 378-380 / 370-374, but 151936 x 1024 49.5-50.0 / 51.3-51.5). */
+constexpr double kFoldTwoPerSmMinGain64To96 = 1.0, kFoldTwoPerSmMaxLossSmallK64To96 = 0.85;
+/* The tile of 128 tokens and 1 consumer warpgroup (64 rows) slows down where its token box runs
+ * far past m: its activations (TOKENS x 128 columns a step, 8 times its weights' bytes) come
+ * through the TMA engine, which fills the rows past m with zeros, and each 64-row tile loads them
+ * again. Runs 70-71 (docs/PERF_LOG.md, nineteenth round), two timing loops each, us at 97 / 104 /
+ * 112 / 128 tokens, this tile against the one-block tile of 128 tokens and 2 consumer warpgroups
+ * written by TMA: 128256 x 4096 353 / 292 / 239 / 238 against 224 / 225 / 228 / 235; 262144 x 640
+ * 120 / 105.5 / 89 / 88.5 against 91.5 / 91.2 / 92 / 93.1 (bf16 101-107); 151936 x 1024 102 / 92 /
+ * 75.3 / 74.5 against 74 / 73.5 / 75.2 / 77 (bf16 91-95); 49152 x 576 24.4 / 19.8 / 20.8 / 19.5
+ * against 20.6 / 21.3 / 21.2 / 21.2. So it is taken only from this many tokens: the library before
+ * and after (run 71), 97 / 104 / 111 tokens: 128256 x 4096 353 / 292 / 245 -> 228 / 230 / 233 us
+ * (one block, 3 consumer warpgroups there, k > kFoldTwoWgMaxK), 151936 x 1024 93 / 92 / 90 -> 75 /
+ * 76 / 76; but 262144 x 640 at 111 89.3 -> 93.1 and 49152 x 576 at 104 20.2 -> 21.2. */
+constexpr int64_t kFoldTwoPerSm128MinTokens = 112;
 
 /* For one chunk of fold_tile's tile `one` (48-128 tokens), the tile of two blocks per SM where the
  * rule above takes it, else `one`. Where the output's map is refused, plan_wgmma_fold turns a tile
  * of two blocks into fold_tile_without_tstore's tile of one block per SM. */
 inline FoldTile fold_tile_two_per_sm(const Call &c, FoldTile one, int64_t sms)
 {
-    if (c.m > 128 || one.tokens < 48 || sms < 1) return one;
+    if (c.m > 128 || one.tokens < 48 || sms < 1 || (one.tokens == 128 && c.m < kFoldTwoPerSm128MinTokens)) return one;
     const FoldTile two = one.tokens == 128 ? FoldTile{128, 1, true, 2} : FoldTile{one.tokens, 2, true, 2};
     const auto fill = [&](const FoldTile &w) { /* one chunk: a tile per 64 x consumer_wgs rows */
         const int64_t rows = 64 * w.consumer_wgs;
         return fold_fill((c.n + rows - 1) / rows, sms * w.blocks_per_sm);
     };
     const double fill_one = fill(one), fill_two = fill(two);
-    const bool rises = fill_two >= kFoldTwoPerSmMinGain * fill_one;
-    const bool holds_small_k = c.k <= kFoldTstoreMaxK && fill_two >= kFoldTwoPerSmMaxLossSmallK * fill_one;
+    const bool mid = one.tokens == 64 || one.tokens == 96;
+    const bool rises = fill_two >= (mid ? kFoldTwoPerSmMinGain64To96 : kFoldTwoPerSmMinGain) * fill_one;
+    const bool holds_small_k =
+        c.k <= kFoldTstoreMaxK &&
+        fill_two >= (mid ? kFoldTwoPerSmMaxLossSmallK64To96 : kFoldTwoPerSmMaxLossSmallK) * fill_one;
     return rises || holds_small_k ? two : one;
 }
 
