@@ -86,10 +86,10 @@ def copies_for(nbytes, l2_bytes):
 
 
 class Rotating:
-    """fn(x) over several operand sets, the next set each call."""
+    """fn(x) over several operand sets, the next set each call (from set `start` + 1 on)."""
 
-    def __init__(self, sets, call):
-        self.sets, self.call, self.i = sets, call, 0
+    def __init__(self, sets, call, start=0):
+        self.sets, self.call, self.i = sets, call, start % len(sets)
 
     def __call__(self, x, out):
         self.i = (self.i + 1) % len(self.sets)
