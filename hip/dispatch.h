@@ -409,7 +409,8 @@ constexpr int fold_register_store_wgs(int tokens) { return tokens <= 160 ? 3 : 2
  * ring sooner (apply_wgmma_fold.hip). H200, docs/PERF_LOG.md eighteenth round, run 68, A (release
  * at once) against B (after the next tile's first wgmmas), two timing loops: 262144 x 640 at 384 /
  * 1024 / 2048 tokens 230.0 / 551.2 / 1120.5 us against 211.9 / 504.8 / 1004.3 (8-10 %), 49152 x
- * 576 g64 7-8 % at 48-2048, 151936 x 1024 2-6 %; at k = 4096-5376 within 2 % from 192 tokens but
+ * 576 g64 7-8 % at 48-2048 (a head that fits in L2, which the harness then favoured B on: PERF_LOG,
+ * nineteenth round), 151936 x 1024 2-6 %; at k = 4096-5376 within 2 % from 192 tokens but
  * 2-5 % slower at 48 (248320 x 5120 330.6 against 340.7) and 3.5 % at 128 on 128256 x 4096 (two
  * blocks per SM, 3 slots each). */
 constexpr int64_t kFoldLateReleaseMaxK = 1024;
