@@ -46,7 +46,7 @@ namespace radiance {
 namespace {
 
 template <int V>
-struct FoldSet { /* a compile-time index: which half of a step (and fragment set); the last half */
+struct FoldSet { /* a compile-time index: which part of a step (its fragment set: the part % 2); the last step */
     static constexpr int value = V;
 };
 
