@@ -38,9 +38,10 @@ TOKENS = "48,64,96,128,192,256,384,1024,2048"
 def int4_fn(lib, variant, sets, group, start):
     """One int4 callable over the shared operand sets, from set `start` on: the callables of a
     round each read another set where there are enough (a head that fits in L2 would otherwise be
-    read from DRAM by the round's first int4 callable and from L2 by the rest; before 2026-12-04
-    06:40 UTC A's column, which follows bf16's in every round's order, read 49152 x 576 about 10 %
-    slower than B's with the same build)."""
+    read from DRAM by the round's first int4 callable and from L2 by the rest; until 2026-12-04,
+    when all started at one set, A's column, which follows bf16's in every round's order, read
+    49152 x 576 about 10 % slower than B's with the same build: docs/PERF_LOG.md, nineteenth
+    round)."""
     stream = torch.cuda.current_stream().cuda_stream
 
     def call(x, out, packed, scales):
