@@ -465,14 +465,16 @@ apply_stream_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const 
     unsigned char *ring = smem + warp * kRing;
     if constexpr (PAIRS) {
         /* the last wave (dispatch.h, stream_pair_block0; one token chunk): warps 2 q and 2 q + 1 take
-         * unit kStreamWarps pair_block0 + 2 (block - pair_block0) + q over one half of k each and meet (PairMeet,
-         * named barrier 1 + q; the odd warp's ring, done with, holds its sums). An instance of its
-         * own, so that the kernels without it keep their code (run 67: the branch alone cost 1-2 %) */
+         * unit kStreamWarps pair_block0 + kStreamPairsPerBlock (block - pair_block0) + q over one half
+         * of k each and meet (PairMeet, named barrier 1 + q; the odd warp's ring, done with, holds its
+         * sums). An instance of its own, so that the kernels without it keep their code (run 67: the
+         * branch alone cost 1-2 %) */
         static_assert(WHOLE && ROW_TILES == 1 && TOKEN_TILES == 1 && X_MODE == kXSkip,
                       "the library's kernel of whole super-steps, tokens past m skipped");
         if ((int64_t)blockIdx.x >= pair_block0) {
-            const int64_t row0 =
-                (kStreamWarps * pair_block0 + 2 * ((int64_t)blockIdx.x - pair_block0) + (warp >> 1)) * 16;
+            const int64_t unit =
+                kStreamWarps * pair_block0 + kStreamPairsPerBlock * ((int64_t)blockIdx.x - pair_block0) + (warp >> 1);
+            const int64_t row0 = unit * 16;
             if (row0 >= n) return; /* both warps of the pair */
             const int half = warp & 1, ksteps = (int)(k >> 8); /* steps per half: k / 128 / 2 */
             const int step0 = half * ksteps;
@@ -595,7 +597,9 @@ rad_error_t launch_stream(const ApplyArgs &a, const ApplyPlan &p)
     const int64_t pair0 = p.pair_block0, units = (a.n + 15) / 16;
     if (pair0 > 0 && (chunks != 1 || a.k % 1024 != 0 || kStreamWarps * pair0 >= units))
         return (rad_error_t)RADIANCE_GPU_EINVAL;
-    const int64_t blocks = pair0 > 0 ? pair0 + (units - kStreamWarps * pair0 + 1) / 2 : row_blocks * chunks;
+    const int64_t paired = units - kStreamWarps * pair0; /* the last wave's units, kStreamPairsPerBlock a block */
+    const int64_t blocks =
+        pair0 > 0 ? pair0 + (paired + kStreamPairsPerBlock - 1) / kStreamPairsPerBlock : row_blocks * chunks;
     if (blocks > 0x7fffffffLL) return (rad_error_t)RADIANCE_GPU_EINVAL;
     rad_error_t err = rad_func_set_max_dynamic_smem(kernel, smem);
     if (err != RAD_SUCCESS) return err;

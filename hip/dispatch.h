@@ -601,6 +601,8 @@ inline void plan_mma(const Call &c, Dispatch *p)
  * The first block of that wave (all before it take kStreamWarps units each), or 0 where it does not
  * apply. */
 constexpr int kStreamWarps = 4; /* apply_stream_kernel's warps per block */
+constexpr int kStreamPairsPerBlock = kStreamWarps / 2; /* in the last wave in halves of k */
+static_assert(kStreamWarps % 2 == 0, "the last wave in halves of k takes the warps in pairs");
 constexpr int kStreamBlocksPerSm = 4;
 constexpr int64_t kStreamPairMinK = 4096;
 
