@@ -201,6 +201,12 @@ __device__ __forceinline__ void fold_body(const uint16_t *__restrict__ x, int64_
         if (warps == 1) rad_mbarrier_arrive(emptybar + slot);
         else rad_mbarrier_arrive_count(emptybar + slot, warps);
     };
+    /* TSTORE: the slot a warpgroup's tile was written out from, released for its 4 warps once the
+     * TMA engine has read it (one thread of the warpgroup) */
+    auto release_stored = [&](int slot) __attribute__((always_inline)) {
+        rad_bulk_wait_read_all();
+        release(slot, 4);
+    };
 
     if (tid >= kConsumers) { /* the producer warpgroup: one thread issues every step's boxes */
         rad_setmaxnreg_dec<Cfg::producer_regs>();
@@ -305,10 +311,7 @@ __device__ __forceinline__ void fold_body(const uint16_t *__restrict__ x, int64_
              * once the engine has read it, which this tile's first wgmmas now overlap (thread 0 of
              * each warpgroup) */
             if (TSTORE && P == 0 && s == 0 && stored_slot >= 0) {
-                if ((tid & 127) == 0) {
-                    rad_bulk_wait_read_all();
-                    release(stored_slot, 4); /* for the warpgroup's 4 warps */
-                }
+                if ((tid & 127) == 0) release_stored(stored_slot);
                 stored_slot = -1;
             }
             if (FINAL) rad_wgmma_wait<0>();
@@ -357,10 +360,7 @@ __device__ __forceinline__ void fold_body(const uint16_t *__restrict__ x, int64_
             if ((tid & 127) == 0) {
                 rad_tma_store_2d(omap, stage, (int)(rbase_of(tile) + 64 * wg), (int)tok0);
                 rad_bulk_commit();
-                if (!late_release) {
-                    rad_bulk_wait_read_all();
-                    release(last_slot, 4); /* for the warpgroup's 4 warps */
-                }
+                if (!late_release) release_stored(last_slot);
             }
             if (late_release) stored_slot = last_slot; /* released in the next tile's first half */
             continue;
