@@ -1,7 +1,8 @@
 /*
  * apply.hip - radiance_gpu_apply: out[m, n] = sum_k x[m, k] * q[n, k] * s[n, k / G] (+ bias[n]) for
  * the packed int4 format of docs/FORMAT.md, any m. It checks the arguments, plans once (which
- * kernel path, which tile, the tensor maps it needs) and hands the plan to that path's launcher.
+ * kernel path, which tile, the tensor maps it needs) and hands the plan to that path's launcher;
+ * where dispatch.h's fold_split_tokens cuts a call of many tokens in two, it does so for each part.
  * What runs when (per vendor, token count, head shape, group size, and the fallbacks): the table
  * of docs/DISPATCH.md, which tests/test_dispatch_doc.py checks against the decision itself
  * (decide, dispatch.h); this file only asks the device what the decision needs (LiveFacts).
@@ -147,6 +148,27 @@ int check_args(const uint16_t *x, int64_t m, int64_t k, const int32_t *packed, c
 
 int test_refuse_flags(void) { return g_test_refuse.load(std::memory_order_relaxed); }
 
+/* the second part's x and out: row `first` of each, 16-byte aligned where the call's are (k is a
+ * multiple of the group, 32 or more; first is a multiple of 256 in the library, of a variant's
+ * chunk in the benchmark build) */
+rad_error_t apply_parts(const ApplyArgs &a, int64_t first, int refuse)
+{
+    if (first <= 0 || first >= a.m) return launch_plan(a, make_plan(a, refuse));
+    ApplyArgs head = a, rest = a;
+    head.m = first;
+    rest.x = a.x + first * a.k;
+    rest.m = a.m - first;
+    rest.out = a.out + first * a.n;
+    const rad_error_t err = launch_plan(head, make_plan(head, refuse));
+    return err != RAD_SUCCESS ? err : launch_plan(rest, make_plan(rest, refuse));
+}
+
+rad_error_t apply_checked(const ApplyArgs &a, int refuse)
+{
+    LiveFacts f(a);
+    return apply_parts(a, fold_split_tokens(call_of(a), f, refuse), refuse);
+}
+
 } // namespace radiance
 
 extern "C" int radiance_gpu_apply(const uint16_t *x, int64_t m, int64_t k, const int32_t *packed,
@@ -157,7 +179,7 @@ extern "C" int radiance_gpu_apply(const uint16_t *x, int64_t m, int64_t k, const
     const int bad = check_args(x, m, k, packed, scales, bias, n, group_size, out);
     if (bad != 0 || m == 0 || n == 0) return bad;
     const ApplyArgs a = {x, m, k, packed, scales, bias, n, group_size, out, (rad_stream_t)stream};
-    return (int)launch_plan(a, make_plan(a, test_refuse_flags()));
+    return (int)apply_checked(a, test_refuse_flags());
 }
 
 extern "C" int radiance_gpu_test_refuse(int flags)

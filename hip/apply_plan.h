@@ -60,6 +60,14 @@ ApplyPlan make_plan(const ApplyArgs &a, int refuse);
 /* Launches the kernel the plan names on a.stream. */
 rad_error_t launch_plan(const ApplyArgs &a, const ApplyPlan &p);
 
+/* A checked call planned and launched as radiance_gpu_apply does: in two calls where dispatch.h's
+ * fold_split_tokens says so (apply_parts with its answer), else in one. */
+rad_error_t apply_checked(const ApplyArgs &a, int refuse);
+
+/* The first `first` tokens of a checked call planned and launched as one call, the rest as another
+ * (0, or m or more: the whole call in one). */
+rad_error_t apply_parts(const ApplyArgs &a, int64_t first, int refuse);
+
 } // namespace radiance
 
 #endif /* RADIANCE_APPLY_PLAN_H */

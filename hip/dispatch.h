@@ -614,6 +614,38 @@ inline int64_t stream_pair_block0(int64_t n, int64_t k, int64_t sms)
     return waves > 0 && left > 0 && 2 * left <= wave ? waves * wave / kStreamWarps : 0;
 }
 
+/* More than 256 tokens on the folding kernel: fold_tile's equal chunks of m in one launch, or, where
+ * those chunks hold tokens past m (each rounded up to 32) and the rest of m over whole chunks of 256
+ * would waste fewer, two calls: the whole chunks of 256 below m, then the rest, each planned as a
+ * call of its own (apply.hip, apply_checked), so that the rest takes the tile of its own count.
+ * Where k >= kFoldSplitMinK and the rest is kFoldSplitMinRest tokens or more. H200,
+ * docs/PERF_LOG.md twentieth round, run 72, two timing loops (equal chunks / two calls, us):
+ * 248320 x 5120 at 352 / 416 / 480 / 640 tokens (2 x 192 / 2 x 224 / 2 x 256 / 3 x 224 against
+ * 256 + 96 / 256 + 160 / 256 + 224 / 512 + 128) 1446 / 1643 / 1860 / 2466 against 1425 / 1562 /
+ * 1768 / 2402, 262144 x 5376 1634 / 1818 / 2075 / 2868 against 1584 / 1741 / 1976 / 2861, 151936
+ * x 5120 801 / 954 / 1090 / 1573 against 789 / 910 / 1012 / 1536; not where the chunks are whole
+ * (384 tokens: 1431 against 1468 on 248320 x 5120), nor with a rest of 32 (288 and 544 tokens: up to
+ * 3 % slower), nor at k <= 4096 (128256 x 4096 at 416 / 640: 626 / 975 against 641 / 1023; the
+ * heads of k <= 1024 up to 12 % slower at most counts). The first call's tokens, or 0: one launch. */
+constexpr int64_t kFoldSplitMinK = 5120;
+constexpr int64_t kFoldSplitMinRest = 96;
+
+/* The tokens past m that fold_tile's chunks for m tokens hold. */
+inline int64_t fold_padding(int64_t m, int64_t k)
+{
+    return (m + 255) / 256 * fold_tile(m, k).tokens - m;
+}
+
+template <class Facts>
+int64_t fold_split_tokens(const Call &c, Facts &f, int refuse)
+{
+    const int64_t rest = c.m % 256;
+    if (c.m <= 256 || c.k < kFoldSplitMinK || rest < kFoldSplitMinRest || (refuse & RADIANCE_GPU_TEST_NO_WGMMA) ||
+        !f.wgmma_built())
+        return 0;
+    return fold_padding(rest, c.k) < fold_padding(c.m, c.k) ? c.m - rest : 0;
+}
+
 /* The automatic choice for a call under the test flags `refuse` (RADIANCE_GPU_TEST_*, 0 outside
  * the tests). */
 template <class Facts>

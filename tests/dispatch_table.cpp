@@ -176,6 +176,39 @@ void table(const Gpu &g, const std::vector<int> &groups, const std::vector<int64
                    row.first.c_str(), row.second.c_str());
 }
 
+// More than 256 tokens on the folding kernel: how m is cut into launches (fold_split_tokens, then
+// fold_tile for each call), per range of m from 257 to max_m, for each k of ks (the tables above stop
+// at 300 tokens, where the tile of one chunk no longer says it).
+std::string launches(const Gpu &g, int64_t m, int64_t k)
+{
+    FixedFacts f{g};
+    const Call c{m, kDefaultRows, k, 128};
+    const int64_t first = fold_split_tokens(c, f, 0);
+    const auto chunks = [&](int64_t tokens) {
+        char buf[64];
+        snprintf(buf, sizeof buf, "%lld x %d", (long long)((tokens + 255) / 256), fold_tile(tokens, k).tokens);
+        return std::string(buf);
+    };
+    if (first == 0) return "one launch: " + chunks(m);
+    return "two: " + chunks(first) + ", then the rest as 1 x " + std::to_string(fold_tile(m - first, k).tokens);
+}
+
+void launches_table(const Gpu &g, const std::vector<int64_t> &ks, int64_t max_m)
+{
+    printf("\n### %s, more than 256 tokens: the folding kernel's launches (chunks x tokens a chunk)\n", g.name);
+    printf("\n| k | tokens | launches |\n|---|---|---|\n");
+    for (int64_t k : ks) {
+        int64_t first = 257;
+        for (int64_t m = 258; m <= max_m + 1; m++) {
+            if (m <= max_m && launches(g, m, k) == launches(g, first, k)) continue;
+            const std::string range =
+                first == m - 1 ? std::to_string(first) : std::to_string(first) + "-" + std::to_string(m - 1);
+            printf("| %lld | %s | %s |\n", (long long)k, range.c_str(), launches(g, first, k).c_str());
+            first = m;
+        }
+    }
+}
+
 } // namespace
 
 int main()
@@ -227,5 +260,6 @@ int main()
     // better: Llama 3 8B's 128256 rows, Gemma 3's 262144 (Gemma 3 27B's 5376 columns: not enough)
     table(h200, {128}, {2048, 4096}, 300, 128256);
     table(h200, {128}, {640, 5376}, 300, 262144);
+    launches_table(h200, {4096, 5120}, 1024);
     return 0;
 }

@@ -387,6 +387,70 @@ def test_apply_gpu_fold_two_blocks_per_sm_match_float64_and_one_block_bit_for_bi
                                   err_msg=f"two blocks per SM against one, seed {seed}")
 
 
+def fold_chunks_of(m):
+    """fold_tile's tokens a chunk for m tokens (hip/dispatch.h): equal chunks of at most 256, each
+    rounded up to 16 up to 32 tokens, to 48 up to 48 and to 32 beyond."""
+    chunks = -(-m // 256)
+    per = -(-m // chunks)
+    return 16 if per <= 16 else 32 if per <= 32 else 48 if per <= 48 else -(-per // 32) * 32
+
+
+def expected_fold_launches(m, k):
+    """The folding kernel's launches for m tokens as hip/dispatch.h states its rule
+    (fold_split_tokens), as tokens a chunk per launch: where k >= 5120, m > 256, the rest of m over
+    whole chunks of 256 is 96 or more and its tile would hold fewer tokens past it than the equal
+    chunks of m, two launches (the whole chunks, then the rest), else one."""
+    rest = m % 256
+
+    def padding(t):
+        return -(-t // 256) * fold_chunks_of(t) - t
+
+    if m > 256 and k >= 5120 and rest >= 96 and padding(rest) < padding(m):
+        return [fold_chunks_of(m - rest), fold_chunks_of(rest)]
+    return [fold_chunks_of(m)]
+
+
+# More than 256 tokens where k >= 5120 (hip/dispatch.h, fold_split_tokens): a call whose equal
+# chunks would hold tokens past m is cut into the whole chunks of 256 below m and the rest, each
+# planned as a call of its own. Two calls of the folding kernel (read from the profiler, in order)
+# or one where the rule says so (384: whole chunks of 192; 1000: the rest's tile wastes as many;
+# k = 4096: never), against float64 and with nothing written past the output; n odd (no output
+# map: the tiles stored from the registers) and n % 8 == 0 (written by TMA), groups 128 and 64.
+SPLIT_CASES = [
+    (352, 3001, 5120, 128), (416, 2048, 5376, 128), (640, 1000, 8192, 64), (480, 1024, 5120, 128),
+    (384, 2048, 5120, 128), (1000, 512, 5120, 128), (416, 2048, 4096, 128),
+]
+
+
+@pytest.mark.parametrize("m, n, k, group_size", SPLIT_CASES)
+def test_apply_gpu_fold_split_in_two_calls_matches_float64(m, n, k, group_size):
+    if torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("the folding kernel is sm_90a's")
+    want = expected_fold_launches(m, k)
+    assert (len(want) == 2) == ((m, k) in ((352, 5120), (416, 5376), (640, 8192), (480, 5120))), want
+    rng, seed = fresh_rng()
+    w = weights(rng, n, k, "outliers").astype(BF16)
+    packed, scales = radiance.quantize_rows(w, group_size)
+    x = (rng.standard_normal((m, k)) * 2).astype(BF16)
+    bias = rng.standard_normal(n).astype(BF16) if m % 64 == 0 else None
+    guard = 64  # poisoned elements after the output
+    buf = torch.full((m * n + guard,), float("nan"), dtype=torch.bfloat16, device=DEV)
+    out = buf[: m * n].view(m, n)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        radiance.apply(to_torch(x), to_torch(packed), to_torch(scales), None if bias is None else to_torch(bias),
+                       group_size, out=out)
+        torch.cuda.synchronize()
+    if os.environ.get("RADIANCE_TEST_NO_PROFILER") != "1":
+        ran = [e for e in prof.events() if "apply_wgmma_fold_kernel<" in e.name]
+        ran.sort(key=lambda e: e.time_range.start)
+        tokens = [int(e.name.split("apply_wgmma_fold_kernel<")[1].split(",")[0]) for e in ran]
+        assert tokens == want, (tokens, want)
+    assert np.isnan(to_numpy(buf[m * n :]).astype(np.float64)).all(), f"written past the output (seed {seed})"
+    got = to_numpy(out).astype(np.float64)
+    assert np.isfinite(got).all(), f"unwritten outputs (seed {seed})"
+    assert_within_bf16_of_float64(got, x, packed, scales, group_size, bias, seed, folded=True)
+
+
 @pytest.mark.parametrize("m", [1, 16, 64, 65, 200])
 def test_apply_gpu_hand_made_scales_match_float64(m):
     """Scales quantize_rows never makes (zero, subnormal, a fall of 2^30 within a row, negative):

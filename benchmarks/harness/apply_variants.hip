@@ -23,7 +23,7 @@ rad_error_t launch_wgmma_ws(const ApplyArgs &a, const ApplyPlan &p);
 namespace {
 
 enum VariantKind { kVarAuto, kVarVector, kVarMma, kVarTile, kVarStream, kVarStreamWhole, kVarStreamXs, kVarSplitK,
-                   kVarWgmma, kVarWs, kVarFold };
+                   kVarWgmma, kVarWs, kVarFold, kVarTokenSplit };
 
 struct Variant {
     VariantKind kind;
@@ -152,6 +152,12 @@ extern "C" int radiance_gpu_apply_variant(int variant, const uint16_t *x, int64_
     const int bad = check_args(x, m, k, packed, scales, bias, n, group_size, out);
     if (bad != 0 || m == 0 || n == 0) return bad;
     const ApplyArgs a = {x, m, k, packed, scales, bias, n, group_size, out, (rad_stream_t)stream};
+    /* the library's whole entry (its token split included), or a split forced at p0 tokens */
+    if (kVariantTable[variant].kind == kVarAuto) return (int)apply_checked(a, test_refuse_flags());
+    if (kVariantTable[variant].kind == kVarTokenSplit) {
+        const int64_t chunk = kVariantTable[variant].p0;
+        return (int)apply_parts(a, m % chunk != 0 ? m / chunk * chunk : 0, test_refuse_flags());
+    }
     ApplyPlan p;
     const int err = variant_plan(a, kVariantTable[variant], &p);
     if (err != 0) return err;
