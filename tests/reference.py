@@ -111,6 +111,29 @@ def folds_on_hopper(m, k, group_size):
     return m > 32 or (m > 16 and k <= 1024) or (m > 8 and group_size < 128)
 
 
+def fold_chunks_of(m):
+    """fold_tile's tokens a chunk for m tokens (hip/dispatch.h): equal chunks of at most 256, each
+    rounded up to 16 up to 32 tokens, to 48 up to 48 and to 32 beyond."""
+    chunks = -(-m // 256)
+    per = -(-m // chunks)
+    return 16 if per <= 16 else 32 if per <= 32 else 48 if per <= 48 else -(-per // 32) * 32
+
+
+def expected_fold_launches(m, k):
+    """The folding kernel's launches for m tokens as hip/dispatch.h states its rule
+    (fold_split_tokens), as tokens a chunk per launch: where k >= 5120, m > 256, the rest of m over
+    whole chunks of 256 is 96 or more and its tile would hold fewer tokens past it than the equal
+    chunks of m, two launches (the whole chunks, then the rest), else one."""
+    rest = m % 256
+
+    def padding(t):
+        return -(-t // 256) * fold_chunks_of(t) - t
+
+    if m > 256 and k >= 5120 and rest >= 96 and padding(rest) < padding(m):
+        return [fold_chunks_of(m - rest), fold_chunks_of(rest)]
+    return [fold_chunks_of(m)]
+
+
 def apply_reference(x, nibbles, scales, group_size, bias=None):
     """float64 y = x . w_hat^T (+ bias)."""
     y = np.asarray(x).astype(np.float64) @ dequantize_reference(nibbles, scales, group_size).T

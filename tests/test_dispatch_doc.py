@@ -70,6 +70,34 @@ def test_dispatch_tables_cover_every_kernel_path():
     assert tables.count("\n### ") >= 8
 
 
+def test_launches_table_is_the_rule_the_gpu_tests_restate():
+    """The table of launches past 256 tokens (the planner's fold_split_tokens and fold_tile) says what
+    tests/reference.py's expected_fold_launches, which the GPU tests check the profiler against, says
+    for every token count of 257-1024 at k = 4096 and 5120."""
+    tables = planner_tables()
+    if tables is None:
+        pytest.skip("no C++ compiler (c++, g++, clang++ or $CXX)")
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from reference import expected_fold_launches
+
+    section = tables.split("more than 256 tokens: the folding kernel's launches", 1)[1]
+    seen = {4096: set(), 5120: set()}
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) != 3 or not cells[0].isdigit():
+            continue
+        k, (lo, _, hi), said = int(cells[0]), cells[1].partition("-"), cells[2]
+        for m in range(int(lo), int(hi or lo) + 1):
+            want = expected_fold_launches(m, k)
+            if len(want) == 1:
+                text = f"one launch: {-(-m // 256)} x {want[0]}"
+            else:
+                text = f"two: {m // 256} x {want[0]}, then the rest as 1 x {want[1]}"
+            assert said == text, (k, m, said, text)
+            seen[k].add(m)
+    assert seen == {k: set(range(257, 1025)) for k in seen}
+
+
 def main():
     tables = planner_tables()
     if tables is None:

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import radiance
-from reference import apply_reference, folds_on_hopper
+from reference import apply_reference, expected_fold_launches, folds_on_hopper
 
 torch = pytest.importorskip("torch")
 from torch_helpers import fresh_rng, to_numpy, to_torch  # noqa: E402  (needs torch)
@@ -385,29 +385,6 @@ def test_apply_gpu_fold_two_blocks_per_sm_match_float64_and_one_block_bit_for_bi
     assert_within_bf16_of_float64(got, x, packed, scales, group_size, bias, seed, folded=True)
     np.testing.assert_array_equal(outs["one block, registers"].view(np.uint16), outs["auto"].view(np.uint16),
                                   err_msg=f"two blocks per SM against one, seed {seed}")
-
-
-def fold_chunks_of(m):
-    """fold_tile's tokens a chunk for m tokens (hip/dispatch.h): equal chunks of at most 256, each
-    rounded up to 16 up to 32 tokens, to 48 up to 48 and to 32 beyond."""
-    chunks = -(-m // 256)
-    per = -(-m // chunks)
-    return 16 if per <= 16 else 32 if per <= 32 else 48 if per <= 48 else -(-per // 32) * 32
-
-
-def expected_fold_launches(m, k):
-    """The folding kernel's launches for m tokens as hip/dispatch.h states its rule
-    (fold_split_tokens), as tokens a chunk per launch: where k >= 5120, m > 256, the rest of m over
-    whole chunks of 256 is 96 or more and its tile would hold fewer tokens past it than the equal
-    chunks of m, two launches (the whole chunks, then the rest), else one."""
-    rest = m % 256
-
-    def padding(t):
-        return -(-t // 256) * fold_chunks_of(t) - t
-
-    if m > 256 and k >= 5120 and rest >= 96 and padding(rest) < padding(m):
-        return [fold_chunks_of(m - rest), fold_chunks_of(rest)]
-    return [fold_chunks_of(m)]
 
 
 # More than 256 tokens where k >= 5120 (hip/dispatch.h, fold_split_tokens): a call whose equal
