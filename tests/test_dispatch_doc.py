@@ -77,7 +77,6 @@ def test_launches_table_is_the_rule_the_gpu_tests_restate():
     tables = planner_tables()
     if tables is None:
         pytest.skip("no C++ compiler (c++, g++, clang++ or $CXX)")
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from reference import expected_fold_launches
 
     section = tables.split("more than 256 tokens: the folding kernel's launches", 1)[1]

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import radiance
-from reference import apply_reference, expected_fold_launches, folds_on_hopper
+from reference import apply_reference, expected_fold_launches, fold_chunks_of, folds_on_hopper
 
 torch = pytest.importorskip("torch")
 from torch_helpers import fresh_rng, to_numpy, to_torch  # noqa: E402  (needs torch)
@@ -143,12 +143,18 @@ def profiled_apply(rng, m, n, k, group_size):
     return prof, to_numpy(out).astype(np.float64), (x, packed, scales, bias)
 
 
+def kernel_launches_template_args(prof, kernel):
+    """The template arguments, as strings, of each launch of `kernel` the profiler saw, in the order
+    they ran: [("64", "2", "true", "2")] for one apply_wgmma_fold_kernel<64, 2, true, 2>(...)."""
+    ran = sorted((e for e in prof.events() if f"{kernel}<" in e.name), key=lambda e: e.time_range.start)
+    return [tuple(arg.strip() for arg in e.name.split(f"{kernel}<")[1].split(">")[0].split(",")) for e in ran]
+
+
 def kernel_template_args(prof, kernel):
-    """The template arguments, as strings, of the one launch of `kernel` the profiler saw:
-    ("64", "2", "true", "2") for apply_wgmma_fold_kernel<64, 2, true, 2>(...)."""
-    ran = [e.name for e in prof.events() if f"{kernel}<" in e.name]
+    """The template arguments of the one launch of `kernel` the profiler saw."""
+    ran = kernel_launches_template_args(prof, kernel)
     assert len(ran) == 1, (kernel, ran)
-    return tuple(arg.strip() for arg in ran[0].split(f"{kernel}<")[1].split(">")[0].split(","))
+    return ran[0]
 
 
 def kernel_grid(prof, kernel):
@@ -302,11 +308,6 @@ def fold_fill(tiles, slots):
     return tiles / (rounds * slots)
 
 
-def fold_chunk_tokens(m):
-    """fold_tile's tokens for one chunk of 33-128 tokens (hip/dispatch.h)"""
-    return 48 if m <= 48 else 64 if m <= 64 else 96 if m <= 96 else 128
-
-
 def expected_fold_tile(m, n, k, sms):
     """(tokens, consumer warpgroups, blocks per SM) of the folding tile for one chunk of 33-128 tokens
     with the output's tensor map granted, as hip/dispatch.h states its rule (fold_tile,
@@ -315,7 +316,7 @@ def expected_fold_tile(m, n, k, sms):
     128 tokens with k <= 2048), or, with k <= 1024, no more than 1 % worse; the tiles of 64 and 96
     tokens where it fills no worse, or, with k <= 1024, no more than 15 % worse; the tile of 128
     tokens only from 112 tokens."""
-    tokens = fold_chunk_tokens(m)
+    tokens = fold_chunks_of(m)
     wgs_one = 2 if tokens == 128 and k <= 2048 else 3
     wgs_two = 1 if tokens == 128 else 2
     fill_one = fold_fill(-(-n // (64 * wgs_one)), sms)
@@ -354,7 +355,7 @@ def test_apply_gpu_fold_two_blocks_per_sm_match_float64_and_one_block_bit_for_bi
     if torch.cuda.get_device_capability() != (9, 0):
         pytest.skip("the folding kernel is sm_90a's")
     sms = torch.cuda.get_device_properties(DEV).multi_processor_count
-    want = expected_fold_tile(m, n, k, sms) if n % 8 == 0 else (fold_chunk_tokens(m), 3, 1)
+    want = expected_fold_tile(m, n, k, sms) if n % 8 == 0 else (fold_chunks_of(m), 3, 1)
     if sms == 132:  # an H100 / H200: the cases were chosen for its 264 slots
         one_block = ((97, 40008, 1376), (64, 24000, 4096), (45, 24000, 4096), (100, 67576, 640))
         assert (want[2] == 2) == (n % 8 == 0 and (m, n, k) not in one_block), want
@@ -418,9 +419,7 @@ def test_apply_gpu_fold_split_in_two_calls_matches_float64(m, n, k, group_size):
                        group_size, out=out)
         torch.cuda.synchronize()
     if os.environ.get("RADIANCE_TEST_NO_PROFILER") != "1":
-        ran = [e for e in prof.events() if "apply_wgmma_fold_kernel<" in e.name]
-        ran.sort(key=lambda e: e.time_range.start)
-        tokens = [int(e.name.split("apply_wgmma_fold_kernel<")[1].split(",")[0]) for e in ran]
+        tokens = [int(args[0]) for args in kernel_launches_template_args(prof, "apply_wgmma_fold_kernel")]
         assert tokens == want, (tokens, want)
     assert np.isnan(to_numpy(buf[m * n :]).astype(np.float64)).all(), f"written past the output (seed {seed})"
     got = to_numpy(out).astype(np.float64)
