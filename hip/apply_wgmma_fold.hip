@@ -166,12 +166,13 @@ __device__ __forceinline__ void fold_pin(float (&acc)[NA])
  * tile's first wgmmas are queued; dispatch.h). The warpgroup goes on to its next tile without
  * waiting for the global writes. Which tiles take it: fold_tile (dispatch.h), where it pays.
  * (Cluster pairs sharing each activation box by TMA multicast lost: docs/PERF_LOG.md, run 53.) */
-template <int TOKENS, int CWG, bool TSTORE, int BLOCKS>
+template <int TOKENS, int CWG, bool TSTORE, int BLOCKS, bool CUT>
 __device__ __forceinline__ void fold_body(const uint16_t *__restrict__ x, int64_t m, int64_t k,
                                           const uint16_t *__restrict__ scales, const uint16_t *__restrict__ bias,
                                           int64_t n, uint16_t *__restrict__ out, int group_shift, int64_t token_chunks,
                                           int64_t tiles, const rad_tma_desc_t *xmap, const rad_tma_desc_t *wmap,
-                                          const rad_tma_desc_t *omap)
+                                          const rad_tma_desc_t *omap, int64_t tail0, int tail_parts,
+                                          float *__restrict__ tail_sums, unsigned *__restrict__ tail_count)
 {
 #if defined(RAD_HAS_WGMMA)
     using Cfg = FoldCfg<TOKENS, CWG, BLOCKS>;
@@ -189,6 +190,20 @@ __device__ __forceinline__ void fold_body(const uint16_t *__restrict__ x, int64_
     const int nsteps = (int)((k + 127) / 128);
     /* the second half of the last step lies past k (k % 128 in 1 .. 64): its wgmmas are skipped */
     const bool last_half_dead = (int64_t)(nsteps - 1) * 128 + 64 >= k;
+    /* CUT: the kernel of the units of a last round cut along k (dispatch.h, fold_tail_parts;
+     * launch_fold runs the whole rounds before it in the kernel without CUT, whose `tiles` is then
+     * tail0): one block per unit, item tail0 + blockIdx.x of `tiles` (= tail0 + units), item tail0 +
+     * u being unit u % tail_parts of tile tail0 + u / tail_parts, its steps [s0, s1). Without CUT
+     * every item is a whole tile and all of this folds away. */
+    struct Unit {
+        int64_t tile;
+        int s0, s1, part;
+    };
+    auto unit_of = [&](int64_t i) __attribute__((always_inline)) { /* i >= tail0: fewer units than 2^31 */
+        const int u = (int)(i - tail0);
+        const int part = u % tail_parts;
+        return Unit{tail0 + u / tail_parts, nsteps * part / tail_parts, nsteps * (part + 1) / tail_parts, part};
+    };
 
     if (tid < S) {
         rad_mbarrier_init(fullbar + tid, 1);
@@ -212,10 +227,16 @@ __device__ __forceinline__ void fold_body(const uint16_t *__restrict__ x, int64_
         rad_setmaxnreg_dec<Cfg::producer_regs>();
         if (tid == kConsumers) {
             int64_t it = 0; /* steps issued by this block, over all its tiles */
-            for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+            for (int64_t i = (CUT ? tail0 : 0) + blockIdx.x; i < tiles; i += gridDim.x) {
+                int64_t tile = i;
+                int s0 = 0, s1 = nsteps;
+                if constexpr (CUT) {
+                    const Unit u = unit_of(i);
+                    tile = u.tile, s0 = u.s0, s1 = u.s1;
+                }
                 const int rbase = (int)(tile / token_chunks * kRows);
                 const int tok0 = (int)(tile % token_chunks * TOKENS);
-                for (int s = 0; s < nsteps; s++, it++) {
+                for (int s = s0; s < s1; s++, it++) {
                     const int slot = (int)(it % S);
                     if (it >= S) rad_mbarrier_wait(emptybar + slot, (unsigned)(it / S - 1) & 1u);
                     unsigned char *st = smem + slot * Cfg::stage_bytes;
@@ -254,8 +275,8 @@ __device__ __forceinline__ void fold_body(const uint16_t *__restrict__ x, int64_
     /* the scales of a tile's first step are requested during the last step of the tile before
      * (the loads' latency then hides behind that step's wgmmas and the epilogue) */
     uint32_t sb[2][4];
-    Rows cur = rows_of(blockIdx.x);
-    fold_load_scales(cur.s0, cur.s1, cur.ok, ng, group_shift, 0, sb);
+    Rows cur = rows_of(CUT ? 0 : blockIdx.x); /* CUT: loaded for the unit below */
+    if (!CUT) fold_load_scales(cur.s0, cur.s1, cur.ok, ng, group_shift, 0, sb);
     /* TSTORE: the ring slot the last tile was written out from, until released (-1: none), where
      * that waits for the next tile's first wgmmas (dispatch.h, kFoldLateReleaseMaxK) */
     const bool late_release = k <= kFoldLateReleaseMaxK;
@@ -263,13 +284,23 @@ __device__ __forceinline__ void fold_body(const uint16_t *__restrict__ x, int64_
     /* the ring position of the tile's first step: slot base0, phase parity phase0 */
     int base0 = 0;
     unsigned phase0 = 0;
-    for (int64_t tile = blockIdx.x; tile < tiles;
-         tile += gridDim.x, phase0 ^= (unsigned)((base0 + nsteps) / S) & 1u, base0 = (base0 + nsteps) % S) {
+    /* (a unit leaves the ring's position wrong after it: no item follows it in its block) */
+    for (int64_t i = (CUT ? tail0 : 0) + blockIdx.x; i < tiles;
+         i += gridDim.x, phase0 ^= (unsigned)((base0 + nsteps) / S) & 1u, base0 = (base0 + nsteps) % S) {
+        int64_t tile = i;
+        int step0 = 0, ns = nsteps, upart = -1; /* a unit's first step, steps, and index in its tile */
+        if constexpr (CUT) { /* its rows and first scales */
+            const Unit u = unit_of(i);
+            tile = u.tile, step0 = u.s0, ns = u.s1 - u.s0, upart = u.part;
+            cur = rows_of(tile);
+            fold_load_scales(cur.s0, cur.s1, cur.ok, ng, group_shift, step0, sb);
+        }
+        constexpr bool unit = CUT;
         const int64_t tok0 = tile % token_chunks * TOKENS;
         const int64_t row0 = cur.row0;
         const unsigned rows_ok = cur.ok;
         const uint16_t *srow0 = cur.s0, *srow1 = cur.s1;
-        const Rows next = rows_of(tile + gridDim.x < tiles ? tile + gridDim.x : tile);
+        const Rows next = rows_of(tile + gridDim.x < (CUT ? tail0 : tiles) ? tile + gridDim.x : tile);
         /* the bias of the two rows, -0 where there is none (x + -0 = x for every x, -0 included) */
         const float bias0 = bias != NULL && (rows_ok & 1u) ? rad_bf16_to_float(bias[row0]) : -0.0f;
         const float bias1 = bias != NULL && (rows_ok & 2u) ? rad_bf16_to_float(bias[row0 + 8]) : -0.0f;
@@ -291,9 +322,10 @@ __device__ __forceinline__ void fold_body(const uint16_t *__restrict__ x, int64_
             const int pos = base0 + s;
             const unsigned char *st = smem + (pos % S) * Cfg::stage_bytes;
             if (P == 0) rad_mbarrier_wait(fullbar + pos % S, phase0 ^ ((unsigned)(pos / S) & 1u));
-            const bool live = !(LAST && 2 * P >= PARTS && last_half_dead);
+            const bool live = !(LAST && 2 * P >= PARTS && last_half_dead && step0 + ns == nsteps);
             if (live) fold_build_a<P, PARTS>(st, local0, shift, sb, afr[P & 1]);
-            if (P == PARTS - 1 && s + 1 < nsteps) fold_load_scales(srow0, srow1, rows_ok, ng, group_shift, s + 1, sb);
+            if (P == PARTS - 1 && s + 1 < ns)
+                fold_load_scales(srow0, srow1, rows_ok, ng, group_shift, step0 + s + 1, sb);
             if (FINAL) fold_load_scales(next.s0, next.s1, next.ok, ng, group_shift, 0, sb);
             fold_pin(acc);
             if (live) {
@@ -330,12 +362,39 @@ __device__ __forceinline__ void fold_body(const uint16_t *__restrict__ x, int64_
         /* the last part waits for every group: the compiler may copy the accumulators to other
          * registers once the loop is left (seen in the SASS), which must not happen while a group
          * still writes them */
-        for (int s = 0; s + 1 < nsteps; s++) step(s, FoldSet<0>());
-        step(nsteps - 1, FoldSet<1>());
-        if (!TSTORE && lane == 0) release((base0 + nsteps - 1) % S, 1);
+        for (int s = 0; s + 1 < ns; s++) step(s, FoldSet<0>());
+        step(ns - 1, FoldSet<1>());
+        if ((!TSTORE || unit) && lane == 0) release((base0 + ns - 1) % S, 1);
         cur = next;
 
-        if constexpr (TSTORE) {
+        /* a unit: its fp32 sums to tail_sums (unit v's at v NA kConsumers floats, register r of
+         * thread tid at r kConsumers + tid), then one count on its tile; the unit that counts last
+         * adds the tile's units, its own among them, in the order of their steps, and writes the
+         * tile as the stores below do */
+        if constexpr (CUT) {
+            if (unit) {
+                const int64_t first = (tile - tail0) * tail_parts; /* the tile's first unit */
+                float *mine = tail_sums + (first + upart) * NA * kConsumers + tid;
+#pragma unroll
+                for (int r = 0; r < NA; r++) __stcg(mine + r * kConsumers, acc[r]);
+                __threadfence();
+                rad_named_barrier_sync<1, kConsumers>();
+                bool last = false;
+                if (tid == 0) last = atomicAdd(tail_count + (tile - tail0), 1u) == (unsigned)tail_parts - 1u;
+                if (!rad_named_barrier_or<1, kConsumers>(last)) continue;
+                __threadfence();
+                const float *sum = tail_sums + first * NA * kConsumers + tid;
+#pragma unroll
+                for (int r = 0; r < NA; r++) acc[r] = __ldcg(sum + r * kConsumers);
+                for (int v = 1; v < tail_parts; v++) {
+                    sum += NA * kConsumers;
+#pragma unroll
+                    for (int r = 0; r < NA; r++) acc[r] += __ldcg(sum + r * kConsumers);
+                }
+            }
+        }
+
+        if (TSTORE && !unit) {
             /* the last step's slot (both warpgroups' last wgmmas read it: they meet first) holds
              * each warpgroup's 64 rows x TOKENS tokens as the output's box: token c of the box at
              * 128 c bytes, its 16-byte chunk of 8 rows q at (q ^ c % 8) x 16 (the 128-byte
@@ -395,20 +454,21 @@ __device__ __forceinline__ void fold_body(const uint16_t *__restrict__ x, int64_
 #endif
 }
 
-template <int TOKENS, int CWG, bool TSTORE, int BLOCKS>
+template <int TOKENS, int CWG, bool TSTORE, int BLOCKS, bool CUT>
 __global__ void __launch_bounds__(128 * (CWG + 1), BLOCKS)
 apply_wgmma_fold_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const uint16_t *__restrict__ scales,
                         const uint16_t *__restrict__ bias, int64_t n, uint16_t *__restrict__ out, int group_shift,
                         int64_t token_chunks, int64_t tiles, const RAD_GRID_CONSTANT rad_tma_desc_t xmap,
-                        const RAD_GRID_CONSTANT rad_tma_desc_t wmap, const RAD_GRID_CONSTANT rad_tma_desc_t omap)
+                        const RAD_GRID_CONSTANT rad_tma_desc_t wmap, const RAD_GRID_CONSTANT rad_tma_desc_t omap,
+                        int64_t tail0, int tail_parts, float *__restrict__ tail_sums, unsigned *__restrict__ tail_count)
 {
-    fold_body<TOKENS, CWG, TSTORE, BLOCKS>(x, m, k, scales, bias, n, out, group_shift, token_chunks, tiles, &xmap,
-                                           &wmap, &omap);
+    fold_body<TOKENS, CWG, TSTORE, BLOCKS, CUT>(x, m, k, scales, bias, n, out, group_shift, token_chunks, tiles, &xmap,
+                                                &wmap, &omap, tail0, tail_parts, tail_sums, tail_count);
 }
 
 using FoldKernel = void (*)(const uint16_t *, int64_t, int64_t, const uint16_t *, const uint16_t *, int64_t,
                             uint16_t *, int, int64_t, int64_t, const rad_tma_desc_t, const rad_tma_desc_t,
-                            const rad_tma_desc_t);
+                            const rad_tma_desc_t, int64_t, int, float *, unsigned *);
 
 /* Which kernels of a tile this build holds: with the TMA store where fold_tile (dispatch.h) may take
  * it (every tile of two blocks per SM); with the stores from the registers where
@@ -436,14 +496,25 @@ constexpr bool fold_plain_built()
 #endif
 }
 
-/* The kernel of a tile, written by TMA or not; NULL where this build does not hold it. */
+/* The kernel of a tile, written by TMA or not: of whole tiles, or (cut, one block per SM only) of
+ * the units of a last round cut along k, launched after the other (launch_fold); NULL where this
+ * build does not hold it. The units in a kernel of their own, so that the other's machine code is
+ * the same as without them (docs/PERF_LOG.md, runs 75-78: with the units' code in it, or its loop
+ * body shared as a lambda, tiles that never cut ran up to 7 % slower or faster, by tile). */
 template <int TOKENS, int CWG, int BLOCKS>
-FoldKernel fold_kernel(bool tstore)
+FoldKernel fold_kernel(bool tstore, bool cut = false)
 {
+    if constexpr (BLOCKS == 1) {
+        if constexpr (fold_tstore_built<TOKENS, CWG, BLOCKS>())
+            if (tstore && cut) return apply_wgmma_fold_kernel<TOKENS, CWG, true, BLOCKS, true>;
+        if constexpr (fold_plain_built<TOKENS, CWG, BLOCKS>())
+            if (!tstore && cut) return apply_wgmma_fold_kernel<TOKENS, CWG, false, BLOCKS, true>;
+    }
+    if (cut) return NULL;
     if constexpr (fold_tstore_built<TOKENS, CWG, BLOCKS>())
-        if (tstore) return apply_wgmma_fold_kernel<TOKENS, CWG, true, BLOCKS>;
+        if (tstore) return apply_wgmma_fold_kernel<TOKENS, CWG, true, BLOCKS, false>;
     if constexpr (fold_plain_built<TOKENS, CWG, BLOCKS>())
-        if (!tstore) return apply_wgmma_fold_kernel<TOKENS, CWG, false, BLOCKS>;
+        if (!tstore) return apply_wgmma_fold_kernel<TOKENS, CWG, false, BLOCKS, false>;
     return NULL;
 }
 
@@ -472,10 +543,7 @@ rad_error_t launch_fold(const ApplyArgs &a, const ApplyPlan &p)
     const int64_t chunks = (a.m + TOKENS - 1) / TOKENS;
     const int64_t tiles = row_blocks * chunks;
     if (tiles > 0x7fffffffLL || a.n > 0x7fffffffLL || a.m > 0x7fffffffLL) return (rad_error_t)RADIANCE_GPU_EINVAL;
-    const FoldKernel kernel = fold_kernel<TOKENS, CWG, BLOCKS>(p.fold_tstore);
-    if (kernel == NULL) return (rad_error_t)RADIANCE_GPU_EINVAL;
-    rad_error_t err = rad_func_set_max_dynamic_smem(kernel, Cfg::smem);
-    if (err != RAD_SUCCESS) return err;
+    if (fold_kernel<TOKENS, CWG, BLOCKS>(p.fold_tstore) == NULL) return (rad_error_t)RADIANCE_GPU_EINVAL;
     int group_shift = 0;
     while ((1 << group_shift) < a.group) group_shift++;
     /* persistent: BLOCKS blocks per SM (the shared memory allows no more), each looping over tiles;
@@ -488,9 +556,51 @@ rad_error_t launch_fold(const ApplyArgs &a, const ApplyPlan &p)
     }
     const int64_t slots = per_sm * per_device_cached<rad_sm_count>();
     const int64_t blocks = slots < tiles ? slots : tiles;
-    kernel<<<(unsigned)blocks, Cfg::threads, Cfg::smem, a.stream>>>(a.x, a.m, a.k, a.scales, a.bias, a.n, a.out,
-                                                                    group_shift, chunks, tiles, p.xmap, p.wmap, p.omap);
-    return rad_get_last_error();
+    /* a last round that would leave half of the blocks or more idle, with one block per SM: the
+     * whole rounds as one launch, then its tiles cut along k as a second launch of one block per
+     * unit (the kernel with CUT), their sums in stream-ordered scratch (given back after the
+     * launches), the counts zeroed first; where the scratch is refused, one launch uncut */
+    int parts = BLOCKS == 1 ? fold_tail_parts(tiles, slots, a.k) : 1;
+    void *scratch = NULL;
+    float *sums = NULL;
+    unsigned *count = NULL;
+    const int64_t rest = tiles % slots;
+    if (parts > 1) {
+        const size_t sum_bytes = (size_t)(rest * parts) * Cfg::rows * TOKENS * sizeof(float);
+        if (rad_malloc_async(&scratch, sum_bytes + (size_t)rest * sizeof(unsigned), a.stream) == RAD_SUCCESS) {
+            sums = (float *)scratch;
+            count = (unsigned *)((char *)scratch + sum_bytes);
+            if (rad_memset_async(count, 0, (size_t)rest * sizeof(unsigned), a.stream) != RAD_SUCCESS) parts = 1;
+        } else {
+            (void)rad_get_last_error();
+            scratch = NULL;
+            parts = 1;
+        }
+    }
+    const int64_t tail0 = parts > 1 ? tiles - rest : tiles; /* the tiles of the first launch */
+    const FoldKernel kernel = fold_kernel<TOKENS, CWG, BLOCKS>(p.fold_tstore);
+    rad_error_t err = rad_func_set_max_dynamic_smem(kernel, Cfg::smem);
+    if (err == RAD_SUCCESS) {
+        kernel<<<(unsigned)blocks, Cfg::threads, Cfg::smem, a.stream>>>(a.x, a.m, a.k, a.scales, a.bias, a.n, a.out,
+                                                                        group_shift, chunks, tail0, p.xmap, p.wmap,
+                                                                        p.omap, tail0, 1, NULL, NULL);
+        err = rad_get_last_error();
+    }
+    if (err == RAD_SUCCESS && parts > 1) {
+        const FoldKernel units = fold_kernel<TOKENS, CWG, BLOCKS>(p.fold_tstore, true);
+        err = units == NULL ? (rad_error_t)RADIANCE_GPU_EINVAL : rad_func_set_max_dynamic_smem(units, Cfg::smem);
+        if (err == RAD_SUCCESS) {
+            units<<<(unsigned)(rest * parts), Cfg::threads, Cfg::smem, a.stream>>>(
+                a.x, a.m, a.k, a.scales, a.bias, a.n, a.out, group_shift, chunks, tail0 + rest * parts, p.xmap, p.wmap,
+                p.omap, tail0, parts, sums, count);
+            err = rad_get_last_error();
+        }
+    }
+    if (scratch != NULL) {
+        const rad_error_t free_err = rad_free_async(scratch, a.stream);
+        if (err == RAD_SUCCESS) err = free_err;
+    }
+    return err;
 }
 
 } // namespace

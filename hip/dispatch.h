@@ -415,6 +415,31 @@ constexpr int fold_register_store_wgs(int tokens) { return tokens <= 160 ? 3 : 2
  * blocks per SM, 3 slots each). */
 constexpr int64_t kFoldLateReleaseMaxK = 1024;
 
+/* The folding kernel's last round of tiles cut along k (apply_wgmma_fold.hip, launch_fold; one
+ * block per SM only): a persistent launch of `slots` blocks runs `tiles` tiles in rounds; where the
+ * last round would leave at least half of the blocks idle, the whole rounds run as one launch and
+ * each tile of the last round as `parts` units over consecutive ranges of its 128-column steps, one
+ * block each, in a second launch; the last unit of a tile to finish adds their fp32 sums in the
+ * order of the ranges and writes the tile. The answer: parts (2 to kFoldTailMaxParts, each range
+ * at least kFoldTailMinSteps steps), or 1 (no cut: one round or fewer, a full last round, or too
+ * few steps). H200, docs/PERF_LOG.md twenty-first round, run 78, against main in one timing loop:
+ * 128256 x 4096 at 160 tokens 266.6 against 275.4 us (668 tiles of 192 rows, 8 in the last round,
+ * cut in four), 262144 x 5376 at 112-160 1 % faster (46 tiles in the last round, two parts), at
+ * 40-48 the same; with fold_fill_one_block below, 128256 x 4096 at 112 / 128 226.7 / 228.8 against
+ * 255.9 / 230.2 (the 64-row tile of two blocks per SM). The same cut in one kernel with the uncut
+ * launch slowed tiles that never cut by up to 7 % (runs 75-77: the code of the unit changed theirs). */
+constexpr int kFoldTailMaxParts = 4;
+constexpr int kFoldTailMinSteps = 8;
+constexpr int fold_tail_parts(int64_t tiles, int64_t slots, int64_t k)
+{
+    if (slots < 2 || tiles <= slots || tiles % slots == 0) return 1;
+    int64_t parts = slots / (tiles % slots);
+    if (parts > kFoldTailMaxParts) parts = kFoldTailMaxParts;
+    const int64_t by_steps = (k + 127) / 128 / kFoldTailMinSteps;
+    if (parts > by_steps) parts = by_steps;
+    return parts < 2 ? 1 : (int)parts;
+}
+
 constexpr bool fold_tstore_taken(int tokens, int consumer_wgs, int64_t k)
 {
     return consumer_wgs == 2 || tokens == 48 || (k <= kFoldTstoreMaxK && tokens >= 32);
@@ -440,6 +465,18 @@ inline double fold_fill(int64_t tiles, int64_t slots)
 {
     const int64_t rounds = (tiles + slots - 1) / slots;
     return rounds > 0 ? (double)tiles / (double)(rounds * slots) : 1.0;
+}
+
+/* The same for a launch of one block per SM, whose last round fold_tail_parts may cut along k:
+ * that round then counts 1 / parts of one. fold_tile_two_per_sm counts it for the tile of 128
+ * tokens only: at 33-96 tokens two blocks per SM of 128-row tiles beat one block's tiles of 192
+ * rows, cut, by 3-19 % where this fill would take one block (run 78: 128256 x 4096 at 40-96
+ * tokens, 128256 x 2048 at 40-48, 262144 x 5376 at 64). */
+inline double fold_fill_one_block(int64_t tiles, int64_t slots, int64_t k)
+{
+    const int parts = fold_tail_parts(tiles, slots, k);
+    if (parts == 1) return fold_fill(tiles, slots);
+    return (double)tiles / (((double)(tiles / slots) + 1.0 / parts) * (double)slots);
 }
 
 /* Two blocks per SM, each with smaller tiles: 33-48, 49-64 and 65-96 tokens as tiles of 48 / 64 /
@@ -499,9 +536,11 @@ inline FoldTile fold_tile_two_per_sm(const Call &c, FoldTile one, int64_t sms)
 {
     if (c.m > 128 || one.tokens < 48 || sms < 1 || (one.tokens == 128 && c.m < kFoldTwoPerSm128MinTokens)) return one;
     const FoldTile two = one.tokens == 128 ? FoldTile{128, 1, true, 2} : FoldTile{one.tokens, 2, true, 2};
-    const auto fill = [&](const FoldTile &w) { /* one chunk: a tile per 64 x consumer_wgs rows */
-        const int64_t rows = 64 * w.consumer_wgs;
-        return fold_fill((c.n + rows - 1) / rows, sms * w.blocks_per_sm);
+    /* one chunk: a tile per 64 x consumer_wgs rows; at 128 tokens one block's last round cut */
+    const auto fill = [&](const FoldTile &w) {
+        const int64_t rows = 64 * w.consumer_wgs, tiles = (c.n + rows - 1) / rows;
+        if (w.blocks_per_sm == 2) return fold_fill(tiles, sms * 2);
+        return w.tokens == 128 ? fold_fill_one_block(tiles, sms, c.k) : fold_fill(tiles, sms);
     };
     const double fill_one = fill(one), fill_two = fill(two);
     const bool mid = one.tokens == 64 || one.tokens == 96;

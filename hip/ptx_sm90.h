@@ -117,6 +117,18 @@ __device__ __forceinline__ void rad_named_barrier_sync_id(int id, int threads)
 {
     asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
+/* Named barrier ID of THREADS threads that also returns whether any of them passed true */
+template <int ID, int THREADS>
+__device__ __forceinline__ bool rad_named_barrier_or(bool v)
+{
+    unsigned r;
+    asm volatile("{\n\t.reg .pred p, q;\n\tsetp.ne.u32 p, %1, 0;\n\t"
+                 "bar.red.or.pred q, %2, %3, p;\n\tselp.u32 %0, 1, 0, q;\n\t}"
+                 : "=r"(r)
+                 : "r"((unsigned)v), "n"(ID), "n"(THREADS)
+                 : "memory");
+    return r != 0;
+}
 /* d (+)= A(64 x 16 bf16, registers) * B(16 x n bf16, shared memory, K-major) for n = 8, 16, 32,
  * 48, 64, 96, 128, 160, 192, 224, 256 tokens, picked by the size of the accumulator array (n / 2 floats per thread); accumulate = 0
  * starts from zero. */

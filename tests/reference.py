@@ -119,6 +119,18 @@ def fold_chunks_of(m):
     return 16 if per <= 16 else 32 if per <= 32 else 48 if per <= 48 else -(-per // 32) * 32
 
 
+def fold_tail_parts(tiles, slots, k):
+    """The parts the folding kernel cuts each tile of its last round in along k, as hip/dispatch.h
+    states its rule (fold_tail_parts; one block per SM only): where there are more tiles than
+    blocks and the last round would leave at least half of the blocks idle, blocks // (tiles in that
+    round), at most 4 and at most k's steps of 128 columns // 8; else 1 (no cut)."""
+    rest = tiles % slots if slots > 0 else 0
+    if slots < 2 or tiles <= slots or rest == 0:
+        return 1
+    parts = min(slots // rest, 4, -(-k // 128) // 8)
+    return parts if parts >= 2 else 1
+
+
 def expected_fold_launches(m, k):
     """The folding kernel's launches for m tokens as hip/dispatch.h states its rule
     (fold_split_tokens), as tokens a chunk per launch: where k >= 5120, m > 256, the rest of m over

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import radiance
-from reference import apply_reference, expected_fold_launches, fold_chunks_of, folds_on_hopper
+from reference import apply_reference, expected_fold_launches, fold_chunks_of, fold_tail_parts, folds_on_hopper
 
 torch = pytest.importorskip("torch")
 from torch_helpers import fresh_rng, to_numpy, to_torch  # noqa: E402  (needs torch)
@@ -143,6 +143,22 @@ def profiled_apply(rng, m, n, k, group_size):
     return prof, to_numpy(out).astype(np.float64), (x, packed, scales, bias)
 
 
+def guarded_apply(x, packed, scales, bias, group_size, seed):
+    """radiance.apply into a NaN-poisoned output followed by 64 more poisoned elements, under the
+    CUDA profiler: (the profile, the output as float64), after checking that nothing was written
+    past the output."""
+    m, n = x.shape[0], packed.shape[0]
+    guard = 64
+    buf = torch.full((m * n + guard,), float("nan"), dtype=torch.bfloat16, device=DEV)
+    out = buf[: m * n].view(m, n)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        radiance.apply(to_torch(x), to_torch(packed), to_torch(scales), None if bias is None else to_torch(bias),
+                       group_size, out=out)
+        torch.cuda.synchronize()
+    assert np.isnan(to_numpy(buf[m * n :]).astype(np.float64)).all(), f"written past the output (seed {seed})"
+    return prof, to_numpy(out).astype(np.float64)
+
+
 def kernel_launches_template_args(prof, kernel):
     """The template arguments, as strings, of each launch of `kernel` the profiler saw, in the order
     they ran: [("64", "2", "true", "2")] for one apply_wgmma_fold_kernel<64, 2, true, 2>(...)."""
@@ -250,11 +266,34 @@ TMA_STORE_CASES = [
 ]
 
 
+def fold_launches(prof):
+    """The folding kernel's launches the profiler saw, in order, each (tokens, consumer warpgroups,
+    written by TMA, blocks per SM, units of a cut last round): apply_wgmma_fold_kernel<64, 2, true,
+    2, false> is (64, 2, True, 2, False)."""
+    return [(int(t), int(w), ts == "true", int(b), c == "true")
+            for t, w, ts, b, c in kernel_launches_template_args(prof, "apply_wgmma_fold_kernel")]
+
+
 def fold_kernel_ran(prof):
-    """The one folding kernel the profiler saw, as (tokens, consumer warpgroups, written by TMA,
-    blocks per SM): apply_wgmma_fold_kernel<64, 2, true, 2>."""
-    tokens, wgs, tstore, blocks = kernel_template_args(prof, "apply_wgmma_fold_kernel")
-    return int(tokens), int(wgs), tstore == "true", int(blocks)
+    """The folding tile of one call, as (tokens, consumer warpgroups, written by TMA, blocks per SM):
+    its one launch, or where its last round is cut along k (fold_kernel_cut), the launch of the
+    whole rounds, which the launch of the units follows with the same tile."""
+    ran = fold_launches(prof)
+    assert len(ran) == 1 or (len(ran) == 2 and not ran[0][4] and ran[1][:4] == ran[0][:4] and ran[1][4]), ran
+    return ran[0][:4]
+
+
+def fold_kernel_cut(prof):
+    """Whether the call's last round of tiles was cut along k: a second launch, of the units' kernel."""
+    fold_kernel_ran(prof)
+    return len(fold_launches(prof)) == 2
+
+
+def fold_cuts(m, n, k, tokens, wgs, blocks, sms):
+    """Whether the folding kernel cuts its last round along k for this tile (hip/dispatch.h,
+    fold_tail_parts; one block per SM only)."""
+    tiles = -(-n // (64 * wgs)) * -(-m // tokens)
+    return blocks == 1 and fold_tail_parts(tiles, sms, k) > 1
 
 
 def apply_c_entry(x, packed, scales, bias, group_size, out):
@@ -308,6 +347,13 @@ def fold_fill(tiles, slots):
     return tiles / (rounds * slots)
 
 
+def fold_fill_one_block(tiles, slots, k):
+    """fold_fill for one block per SM, whose last round may be cut along k (fold_tail_parts): that
+    round then counts 1 / parts of one."""
+    parts = fold_tail_parts(tiles, slots, k)
+    return fold_fill(tiles, slots) if parts == 1 else tiles / ((tiles // slots + 1 / parts) * slots)
+
+
 def expected_fold_tile(m, n, k, sms):
     """(tokens, consumer warpgroups, blocks per SM) of the folding tile for one chunk of 33-128 tokens
     with the output's tensor map granted, as hip/dispatch.h states its rule (fold_tile,
@@ -315,11 +361,12 @@ def expected_fold_tile(m, n, k, sms):
     round of tiles fills the SMs' slots 8 % better than one block's tiles of 192 rows (128 rows at
     128 tokens with k <= 2048), or, with k <= 1024, no more than 1 % worse; the tiles of 64 and 96
     tokens where it fills no worse, or, with k <= 1024, no more than 15 % worse; the tile of 128
-    tokens only from 112 tokens."""
+    tokens only from 112 tokens, where one block's fill counts the cut of its last round along k."""
     tokens = fold_chunks_of(m)
     wgs_one = 2 if tokens == 128 and k <= 2048 else 3
     wgs_two = 1 if tokens == 128 else 2
-    fill_one = fold_fill(-(-n // (64 * wgs_one)), sms)
+    tiles_one = -(-n // (64 * wgs_one))
+    fill_one = fold_fill_one_block(tiles_one, sms, k) if tokens == 128 else fold_fill(tiles_one, sms)
     fill_two = fold_fill(-(-n // (64 * wgs_two)), 2 * sms)
     gain, small_k_loss = (1.0, 0.85) if tokens in (64, 96) else (1.08, 0.99)
     if tokens == 128 and m < 112:
@@ -337,11 +384,14 @@ def expected_fold_tile(m, n, k, sms):
 # (one block's 125 tiles fill more than 188 of two: not taken), and odd n (no output map: one block,
 # from the registers); 33-48 tokens alike (40 and 48 on the heads of 264 and 528 tiles, 45 on 24000
 # x 4096: not taken). The tiles of 64 and 96 tokens where their own thresholds decide (76168 x 2304
-# at 64 tokens: the fill equal; 101384 x 1024 at 72: 6 % worse at k <= 1024), the 96-token tile
-# at k = 576, whose last step's second half, past k, its four parts skip, and 100 tokens, where the
+# at 64 tokens: the fill equal; 101384 x 1024 at 72: 6 % worse at k <= 1024), the 96-token tile at
+# k = 576, whose last step's second half, past k, its four parts skip, and 100 tokens, where the
 # fill would take two blocks but the tile of 128 tokens is taken only from 112. Which tile ran is
 # read from the profiler and must be the rule's, for this GPU's SM count; on an H200 (132 SMs) the
-# cases take both answers.
+# cases take both answers. At 112-128 tokens one block's fill counts the cut of its last round along
+# k (fold_fill_one_block): 33784 x 5120 at 128 tokens takes one block, cut. The two plans agree bit
+# for bit where they run the same tiles the same way: neither cuts, or both run the one-block tile
+# (a cut adds its parts' sums, which changes the order of additions).
 TWO_PER_SM_CASES = [
     (64, 33784, 2304, 256), (80, 67576, 640, 128), (120, 20000, 576, 64), (128, 33784, 5120, 128),
     (97, 40008, 1376, 32), (64, 24000, 4096, 128), (50, 67576, 1024, 128), (96, 33783, 2304, 256),
@@ -357,7 +407,7 @@ def test_apply_gpu_fold_two_blocks_per_sm_match_float64_and_one_block_bit_for_bi
     sms = torch.cuda.get_device_properties(DEV).multi_processor_count
     want = expected_fold_tile(m, n, k, sms) if n % 8 == 0 else (fold_chunks_of(m), 3, 1)
     if sms == 132:  # an H100 / H200: the cases were chosen for its 264 slots
-        one_block = ((97, 40008, 1376), (64, 24000, 4096), (45, 24000, 4096), (100, 67576, 640))
+        one_block = ((97, 40008, 1376), (64, 24000, 4096), (45, 24000, 4096), (100, 67576, 640), (128, 33784, 5120))
         assert (want[2] == 2) == (n % 8 == 0 and (m, n, k) not in one_block), want
     rng, seed = fresh_rng()
     w = weights(rng, n, k, "outliers").astype(BF16)
@@ -373,6 +423,7 @@ def test_apply_gpu_fold_two_blocks_per_sm_match_float64_and_one_block_bit_for_bi
             torch.cuda.synchronize()
         if os.environ.get("RADIANCE_TEST_NO_PROFILER") != "1":
             tokens, wgs, tstore, blocks = fold_kernel_ran(prof)
+            assert fold_kernel_cut(prof) == fold_cuts(m, n, k, tokens, wgs, blocks, sms), (name, tokens, wgs, blocks)
             if name == "auto":
                 # written by TMA: every tile of two blocks or 2 warpgroups, any from 32 tokens with
                 # k <= 1024, and the 48-token tile (fold_tile), where the output's map is granted
@@ -384,8 +435,51 @@ def test_apply_gpu_fold_two_blocks_per_sm_match_float64_and_one_block_bit_for_bi
     got = outs["auto"].astype(np.float64)
     assert np.isfinite(got).all(), f"unwritten outputs (seed {seed})"
     assert_within_bf16_of_float64(got, x, packed, scales, group_size, bias, seed, folded=True)
-    np.testing.assert_array_equal(outs["one block, registers"].view(np.uint16), outs["auto"].view(np.uint16),
-                                  err_msg=f"two blocks per SM against one, seed {seed}")
+    if want[1:] == (3, 1) or not (fold_cuts(m, n, k, *want, sms) or fold_cuts(m, n, k, want[0], 3, 1, sms)):
+        np.testing.assert_array_equal(outs["one block, registers"].view(np.uint16), outs["auto"].view(np.uint16),
+                                      err_msg=f"two blocks per SM against one, seed {seed}")
+    else:
+        got = outs["one block, registers"].astype(np.float64)
+        assert np.isfinite(got).all(), f"unwritten outputs, one block (seed {seed})"
+        assert_within_bf16_of_float64(got, x, packed, scales, group_size, bias, seed, folded=True)
+
+
+# The folding kernel's last round cut along k (hip/dispatch.h, fold_tail_parts): more tiles than
+# blocks, the last round at most half full, one block per SM. The whole rounds run as one launch;
+# then each tile of the last round as 2-4 units over ranges of its steps, one block each, in a
+# second launch, and the last unit of a tile to finish adds their fp32 sums and writes it. Heads
+# chosen for an H200's 132 SMs (every case cuts there): odd n (the tiles stored from the registers)
+# and n % 8 == 0 (written by TMA), 2 and 3 consumer warpgroups, groups 32-256, k = 2048-8192 (2-4
+# parts), two token chunks (280 tokens, two of 160), an all-zero row, a bias where m is even. Which
+# kernel ran (read from the profiler) must be the rule's for this GPU's SM count; against float64,
+# with nothing written past the output.
+CUT_CASES = [
+    (128, 26003, 4096, 128), (48, 26003, 4096, 64), (200, 20704, 4096, 128), (280, 16000, 8192, 64),
+    (64, 25601, 2048, 256), (100, 26881, 5120, 32), (40, 25601, 5376, 128),
+]
+
+
+@pytest.mark.parametrize("m, n, k, group_size", CUT_CASES)
+def test_apply_gpu_fold_last_round_cut_along_k_matches_float64(m, n, k, group_size):
+    if torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("the folding kernel is sm_90a's")
+    sms = torch.cuda.get_device_properties(DEV).multi_processor_count
+    rng, seed = fresh_rng()
+    w = weights(rng, n, k, "outliers").astype(BF16)
+    w[n // 3] = 0  # an all-zero row
+    packed, scales = radiance.quantize_rows(w, group_size)
+    x = (rng.standard_normal((m, k)) * 2).astype(BF16)
+    bias = rng.standard_normal(n).astype(BF16) if m % 2 == 0 else None
+    prof, got = guarded_apply(x, packed, scales, bias, group_size, seed)
+    if os.environ.get("RADIANCE_TEST_NO_PROFILER") != "1":
+        tokens, wgs, tstore, blocks = fold_kernel_ran(prof)
+        cut = fold_cuts(m, n, k, tokens, wgs, blocks, sms)
+        assert fold_kernel_cut(prof) == cut, (tokens, wgs, tstore, blocks)
+        if sms == 132:
+            assert cut and tstore == (n % 8 == 0 and (wgs == 2 or tokens == 48)), (tokens, wgs, tstore, blocks)
+    assert np.isfinite(got).all(), f"unwritten outputs (seed {seed})"
+    assert (got[:, n // 3] == (0.0 if bias is None else float(bias[n // 3]))).all(), f"zero row (seed {seed})"
+    assert_within_bf16_of_float64(got, x, packed, scales, group_size, bias, seed, folded=True)
 
 
 # More than 256 tokens where k >= 5120 (hip/dispatch.h, fold_split_tokens): a call whose equal
@@ -411,18 +505,10 @@ def test_apply_gpu_fold_split_in_two_calls_matches_float64(m, n, k, group_size):
     packed, scales = radiance.quantize_rows(w, group_size)
     x = (rng.standard_normal((m, k)) * 2).astype(BF16)
     bias = rng.standard_normal(n).astype(BF16) if m % 64 == 0 else None
-    guard = 64  # poisoned elements after the output
-    buf = torch.full((m * n + guard,), float("nan"), dtype=torch.bfloat16, device=DEV)
-    out = buf[: m * n].view(m, n)
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-        radiance.apply(to_torch(x), to_torch(packed), to_torch(scales), None if bias is None else to_torch(bias),
-                       group_size, out=out)
-        torch.cuda.synchronize()
+    prof, got = guarded_apply(x, packed, scales, bias, group_size, seed)
     if os.environ.get("RADIANCE_TEST_NO_PROFILER") != "1":
-        tokens = [int(args[0]) for args in kernel_launches_template_args(prof, "apply_wgmma_fold_kernel")]
+        tokens = [launch[0] for launch in fold_launches(prof) if not launch[4]]  # not the units of a cut
         assert tokens == want, (tokens, want)
-    assert np.isnan(to_numpy(buf[m * n :]).astype(np.float64)).all(), f"written past the output (seed {seed})"
-    got = to_numpy(out).astype(np.float64)
     assert np.isfinite(got).all(), f"unwritten outputs (seed {seed})"
     assert_within_bf16_of_float64(got, x, packed, scales, group_size, bias, seed, folded=True)
 
