@@ -25,9 +25,11 @@
  * planner's fold_tile_two_per_sm finds that the last round of tiles fills better; tiles
  * blockIdx.x, + gridDim.x, ...), and the producer runs on into the next tile's steps while the
  * consumers write a tile out, so heads with few steps per row (k <= 1024) keep the ring full
- * across tiles. The planner (dispatch.h, fold_tile) splits the tokens into equal chunks of at most
- * 256, each rounded up to 16, 32, 48 or a multiple of 32, so no token count wastes more than 31
- * tokens per chunk.
+ * across tiles. Where the last round of tiles would leave half of the blocks or more idle (one
+ * block per SM, dispatch.h fold_tail_parts), that round's tiles are cut along k into units that a
+ * second launch runs, one block each (CUT below). The planner (dispatch.h, fold_tile) splits the
+ * tokens into equal chunks of at most 256, each rounded up to 16, 32, 48 or a multiple of 32, so no
+ * token count wastes more than 31 tokens per chunk.
  *
  * What happens between two tiles idles the tensor pipe (both consumer warpgroups work on the same
  * tile), so it is kept short (docs/PERF_LOG.md, 2026-12-02 third session: about 12000 cycles per
@@ -570,7 +572,10 @@ rad_error_t launch_fold(const ApplyArgs &a, const ApplyPlan &p)
         if (rad_malloc_async(&scratch, sum_bytes + (size_t)rest * sizeof(unsigned), a.stream) == RAD_SUCCESS) {
             sums = (float *)scratch;
             count = (unsigned *)((char *)scratch + sum_bytes);
-            if (rad_memset_async(count, 0, (size_t)rest * sizeof(unsigned), a.stream) != RAD_SUCCESS) parts = 1;
+            if (rad_memset_async(count, 0, (size_t)rest * sizeof(unsigned), a.stream) != RAD_SUCCESS) {
+                (void)rad_get_last_error();
+                parts = 1;
+            }
         } else {
             (void)rad_get_last_error();
             scratch = NULL;
