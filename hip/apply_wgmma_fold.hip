@@ -297,7 +297,6 @@ __device__ __forceinline__ void fold_body(const uint16_t *__restrict__ x, int64_
             cur = rows_of(tile);
             fold_load_scales(cur.s0, cur.s1, cur.ok, ng, group_shift, step0, sb);
         }
-        constexpr bool unit = CUT;
         const int64_t tok0 = tile % token_chunks * TOKENS;
         const int64_t row0 = cur.row0;
         const unsigned rows_ok = cur.ok;
@@ -366,7 +365,7 @@ __device__ __forceinline__ void fold_body(const uint16_t *__restrict__ x, int64_
          * still writes them */
         for (int s = 0; s + 1 < ns; s++) step(s, FoldSet<0>());
         step(ns - 1, FoldSet<1>());
-        if ((!TSTORE || unit) && lane == 0) release((base0 + ns - 1) % S, 1);
+        if ((!TSTORE || CUT) && lane == 0) release((base0 + ns - 1) % S, 1);
         cur = next;
 
         /* a unit: its fp32 sums to tail_sums (unit v's at v NA kConsumers floats, register r of
@@ -374,29 +373,27 @@ __device__ __forceinline__ void fold_body(const uint16_t *__restrict__ x, int64_
          * adds the tile's units, its own among them, in the order of their steps, and writes the
          * tile as the stores below do */
         if constexpr (CUT) {
-            if (unit) {
-                const int64_t first = (tile - tail0) * tail_parts; /* the tile's first unit */
-                float *mine = tail_sums + (first + upart) * NA * kConsumers + tid;
+            const int64_t first = (tile - tail0) * tail_parts; /* the tile's first unit */
+            float *mine = tail_sums + (first + upart) * NA * kConsumers + tid;
 #pragma unroll
-                for (int r = 0; r < NA; r++) __stcg(mine + r * kConsumers, acc[r]);
-                __threadfence();
-                rad_named_barrier_sync<1, kConsumers>();
-                bool last = false;
-                if (tid == 0) last = atomicAdd(tail_count + (tile - tail0), 1u) == (unsigned)tail_parts - 1u;
-                if (!rad_named_barrier_or<1, kConsumers>(last)) continue;
-                __threadfence();
-                const float *sum = tail_sums + first * NA * kConsumers + tid;
+            for (int r = 0; r < NA; r++) __stcg(mine + r * kConsumers, acc[r]);
+            __threadfence();
+            rad_named_barrier_sync<1, kConsumers>();
+            bool last = false;
+            if (tid == 0) last = atomicAdd(tail_count + (tile - tail0), 1u) == (unsigned)tail_parts - 1u;
+            if (!rad_named_barrier_or<1, kConsumers>(last)) continue;
+            __threadfence();
+            const float *sum = tail_sums + first * NA * kConsumers + tid;
 #pragma unroll
-                for (int r = 0; r < NA; r++) acc[r] = __ldcg(sum + r * kConsumers);
-                for (int v = 1; v < tail_parts; v++) {
-                    sum += NA * kConsumers;
+            for (int r = 0; r < NA; r++) acc[r] = __ldcg(sum + r * kConsumers);
+            for (int v = 1; v < tail_parts; v++) {
+                sum += NA * kConsumers;
 #pragma unroll
-                    for (int r = 0; r < NA; r++) acc[r] += __ldcg(sum + r * kConsumers);
-                }
+                for (int r = 0; r < NA; r++) acc[r] += __ldcg(sum + r * kConsumers);
             }
         }
 
-        if (TSTORE && !unit) {
+        if constexpr (TSTORE && !CUT) {
             /* the last step's slot (both warpgroups' last wgmmas read it: they meet first) holds
              * each warpgroup's 64 rows x TOKENS tokens as the output's box: token c of the box at
              * 128 c bytes, its 16-byte chunk of 8 rows q at (q ^ c % 8) x 16 (the 128-byte

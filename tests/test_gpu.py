@@ -32,6 +32,18 @@ def weights(rng, n, k, kind):
     return w
 
 
+def random_call(rng, m, n, k, group_size, bias, zero_row=None):
+    """A fresh random head of n x k (outliers; row zero_row all zero where given) quantized with
+    group_size, m tokens of activations and, where `bias`, a bias: (x, packed, scales, bias), drawn
+    in that order."""
+    w = weights(rng, n, k, "outliers").astype(BF16)
+    if zero_row is not None:
+        w[zero_row] = 0
+    packed, scales = radiance.quantize_rows(w, group_size)
+    x = (rng.standard_normal((m, k)) * 2).astype(BF16)
+    return x, packed, scales, rng.standard_normal(n).astype(BF16) if bias else None
+
+
 def awkward_weights(rng, group_size, kind, dtype):
     """weights() of an awkward shape: N odd, up to 3000; K a multiple of group_size, up to 8192."""
     n = int(rng.integers(1, 3000)) | 1
@@ -111,10 +123,7 @@ NO_SHARED_X, SHARED_X = 16, 32
 def test_apply_gpu_matches_float64(m, k, group_size):
     rng, seed = fresh_rng()
     n = int(rng.integers(1000, 5000)) | 1  # never a multiple of a tile
-    w = weights(rng, n, k, "outliers").astype(BF16)
-    packed, scales = radiance.quantize_rows(w, group_size)
-    x = (rng.standard_normal((m, k)) * 2).astype(BF16)
-    bias = rng.standard_normal(n).astype(BF16) if m % 2 else None
+    x, packed, scales, bias = random_call(rng, m, n, k, group_size, m % 2)
     out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device=DEV)  # poisoned
     y = radiance.apply(
         to_torch(x), to_torch(packed), to_torch(scales),
@@ -131,10 +140,7 @@ def profiled_apply(rng, m, n, k, group_size):
     """A fresh random head of n x k (outliers) and m tokens (a bias where m is odd) through
     radiance.apply into a poisoned output, under the CUDA profiler: (the profile, the output as
     float64, (x, packed, scales, bias))."""
-    w = weights(rng, n, k, "outliers").astype(BF16)
-    packed, scales = radiance.quantize_rows(w, group_size)
-    x = (rng.standard_normal((m, k)) * 2).astype(BF16)
-    bias = rng.standard_normal(n).astype(BF16) if m % 2 else None
+    x, packed, scales, bias = random_call(rng, m, n, k, group_size, m % 2)
     out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device=DEV)  # poisoned
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
         radiance.apply(to_torch(x), to_torch(packed), to_torch(scales),
@@ -316,10 +322,7 @@ def test_apply_gpu_tma_store_matches_float64_and_register_store_bit_for_bit(m, n
     if torch.cuda.get_device_capability() != (9, 0):
         pytest.skip("the tiles written by TMA are the sm_90a folding kernel's")
     rng, seed = fresh_rng()
-    w = weights(rng, n, k, "outliers").astype(BF16)
-    packed, scales = radiance.quantize_rows(w, group_size)
-    x = (rng.standard_normal((m, k)) * 2).astype(BF16)
-    bias = rng.standard_normal(n).astype(BF16) if m % 2 == 0 else None
+    x, packed, scales, bias = random_call(rng, m, n, k, group_size, m % 2 == 0)
     args = (to_torch(x), to_torch(packed), to_torch(scales), None if bias is None else to_torch(bias), group_size)
     guard = 64  # poisoned elements after the output
     outs = {}
@@ -410,10 +413,7 @@ def test_apply_gpu_fold_two_blocks_per_sm_match_float64_and_one_block_bit_for_bi
         one_block = ((97, 40008, 1376), (64, 24000, 4096), (45, 24000, 4096), (100, 67576, 640), (128, 33784, 5120))
         assert (want[2] == 2) == (n % 8 == 0 and (m, n, k) not in one_block), want
     rng, seed = fresh_rng()
-    w = weights(rng, n, k, "outliers").astype(BF16)
-    packed, scales = radiance.quantize_rows(w, group_size)
-    x = (rng.standard_normal((m, k)) * 2).astype(BF16)
-    bias = rng.standard_normal(n).astype(BF16) if m % 2 == 0 else None
+    x, packed, scales, bias = random_call(rng, m, n, k, group_size, m % 2 == 0)
     args = (to_torch(x), to_torch(packed), to_torch(scales), None if bias is None else to_torch(bias), group_size)
     outs = {}
     for name, flags in (("auto", 0), ("one block, registers", REFUSE_OMAP)):
@@ -465,11 +465,7 @@ def test_apply_gpu_fold_last_round_cut_along_k_matches_float64(m, n, k, group_si
         pytest.skip("the folding kernel is sm_90a's")
     sms = torch.cuda.get_device_properties(DEV).multi_processor_count
     rng, seed = fresh_rng()
-    w = weights(rng, n, k, "outliers").astype(BF16)
-    w[n // 3] = 0  # an all-zero row
-    packed, scales = radiance.quantize_rows(w, group_size)
-    x = (rng.standard_normal((m, k)) * 2).astype(BF16)
-    bias = rng.standard_normal(n).astype(BF16) if m % 2 == 0 else None
+    x, packed, scales, bias = random_call(rng, m, n, k, group_size, m % 2 == 0, zero_row=n // 3)
     prof, got = guarded_apply(x, packed, scales, bias, group_size, seed)
     if os.environ.get("RADIANCE_TEST_NO_PROFILER") != "1":
         tokens, wgs, tstore, blocks = fold_kernel_ran(prof)
@@ -501,10 +497,7 @@ def test_apply_gpu_fold_split_in_two_calls_matches_float64(m, n, k, group_size):
     want = expected_fold_launches(m, k)
     assert (len(want) == 2) == ((m, k) in ((352, 5120), (416, 5376), (640, 8192), (480, 5120))), want
     rng, seed = fresh_rng()
-    w = weights(rng, n, k, "outliers").astype(BF16)
-    packed, scales = radiance.quantize_rows(w, group_size)
-    x = (rng.standard_normal((m, k)) * 2).astype(BF16)
-    bias = rng.standard_normal(n).astype(BF16) if m % 64 == 0 else None
+    x, packed, scales, bias = random_call(rng, m, n, k, group_size, m % 64 == 0)
     prof, got = guarded_apply(x, packed, scales, bias, group_size, seed)
     if os.environ.get("RADIANCE_TEST_NO_PROFILER") != "1":
         tokens = [launch[0] for launch in fold_launches(prof) if not launch[4]]  # not the units of a cut
@@ -739,10 +732,7 @@ def check_flags_against_float64(flags, m, n, k, group_size):
     rng, seed = fresh_rng()
     if isinstance(n, tuple):
         n = int(rng.integers(*n)) | 1
-    w = weights(rng, n, k, "outliers").astype(BF16)
-    packed, scales = radiance.quantize_rows(w, group_size)
-    x = (rng.standard_normal((m, k)) * 2).astype(BF16)
-    bias = rng.standard_normal(n).astype(BF16) if m % 2 else None
+    x, packed, scales, bias = random_call(rng, m, n, k, group_size, m % 2)
     got = apply_with_flags(flags, x, packed, scales, bias, group_size, n).astype(np.float64)
     assert np.isfinite(got).all(), f"unwritten outputs (seed {seed})"
     assert_within_bf16_of_float64(got, x, packed, scales, group_size, bias, seed,
