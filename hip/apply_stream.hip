@@ -529,6 +529,32 @@ rad_error_t launch_stream_persistent(const ApplyArgs &a, const ApplyPlan &p)
                                                                     a.out);
     return rad_get_last_error();
 }
+
+/* The stream kernel of 1-8 tokens, loads skipped past m, with SUPER_STEPS steps a slot in
+ * RING_SLOTS ring slots (run 79): whole super-steps (k % (128 SUPER_STEPS) == 0) or all but the last */
+template <int SUPER_STEPS, int RING_SLOTS>
+rad_error_t launch_stream_ring(const ApplyArgs &a, const ApplyPlan &p)
+{
+    if (p.row_tiles != 1 || p.token_tiles != 1 || p.x_mode != kXSkip || p.ring_scales || p.pair_block0 > 0 ||
+        p.whole_super == p.tail_super || (p.whole_super && a.k % (128 * SUPER_STEPS) != 0) ||
+        (a.group != 128 && a.group != 256))
+        return (rad_error_t)RADIANCE_GPU_EINVAL;
+    const bool g128 = a.group == 128;
+    auto kernel = p.whole_super
+                      ? (g128 ? apply_stream_kernel<128, 1, 1, SUPER_STEPS, RING_SLOTS, kXSkip, true>
+                              : apply_stream_kernel<256, 1, 1, SUPER_STEPS, RING_SLOTS, kXSkip, true>)
+                      : (g128 ? apply_stream_kernel<128, 1, 1, SUPER_STEPS, RING_SLOTS, kXSkip, false, true>
+                              : apply_stream_kernel<256, 1, 1, SUPER_STEPS, RING_SLOTS, kXSkip, false, true>);
+    const int smem = kStreamWarps * RING_SLOTS * (int)stream_slot_bytes(1, SUPER_STEPS);
+    const int64_t row_blocks = (a.n + 16 * kStreamWarps - 1) / (16 * kStreamWarps);
+    const int64_t chunks = (a.m + 7) / 8;
+    if (row_blocks * chunks > 0x7fffffffLL) return (rad_error_t)RADIANCE_GPU_EINVAL;
+    rad_error_t err = rad_func_set_max_dynamic_smem(kernel, smem);
+    if (err != RAD_SUCCESS) return err;
+    kernel<<<(unsigned)(row_blocks * chunks), kStreamWarps * 32, smem, a.stream>>>(
+        a.x, a.m, a.k, a.packed, a.scales, a.bias, a.n, a.out, chunks, (int64_t)0);
+    return rad_get_last_error();
+}
 #endif
 
 } // namespace
@@ -540,6 +566,12 @@ rad_error_t launch_stream(const ApplyArgs &a, const ApplyPlan &p)
     constexpr int kTokenTiles = 1, kSuperSteps = 4, kRingSlots = 2;
 #if defined(RADIANCE_KERNEL_VARIANTS)
     if (p.blocks > 0) return launch_stream_persistent(a, p);
+    if (p.ring_slots > 0) { /* run 79 */
+        if (p.super_step == 4 && p.ring_slots == 3) return launch_stream_ring<4, 3>(a, p);
+        if (p.super_step == 2 && p.ring_slots == 4) return launch_stream_ring<2, 4>(a, p);
+        if (p.super_step == 2 && p.ring_slots == 6) return launch_stream_ring<2, 6>(a, p);
+        return (rad_error_t)RADIANCE_GPU_EINVAL;
+    }
 #endif
     if (p.token_tiles != kTokenTiles) return (rad_error_t)RADIANCE_GPU_EINVAL;
     void (*kernel)(const uint16_t *, int64_t, int64_t, const int32_t *, const uint16_t *, const uint16_t *, int64_t,
@@ -625,7 +657,8 @@ namespace {
  * 16. A load of the warp reads at most 512 contiguous bytes: 4 shared-memory wavefronts, where 8
  * tokens' rows in global memory touch 16 L1 lines. Tokens past m are zeros (and not read: see
  * stream_warp_rows). Built with TOKEN_TILES 1, SUPER_STEPS 4 only (docs/PERF_LOG.md, run 26:
- * 203.9 against 234.3 us at 8 tokens; the 16-token instances lost to the wgmma kernel, run 31),
+ * 203.9 against 234.3 us at 8 tokens; the 16-token instances lost to the wgmma kernel, run 31; the
+ * benchmark build's 2-step super-steps in 3-4 slots lost 6-18 %, run 79),
  * ROW_TILES 1 (2, at 8 warps, lost 8-10 % in run 59 and was deleted). */
 template <int GROUP, int ROW_TILES, int TOKEN_TILES, int SUPER_STEPS, int RING_SLOTS, bool WHOLE = false,
           bool TAIL = false, bool SRING = false>
@@ -678,7 +711,7 @@ apply_stream_xs_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, con
 #endif
 }
 
-template <int TOKEN_TILES, int SUPER_STEPS>
+template <int TOKEN_TILES, int SUPER_STEPS, int RING_SLOTS = kStreamXsRingSlots>
 rad_error_t launch_stream_xs(const ApplyArgs &a, const ApplyPlan &p)
 {
     void (*kernel)(const uint16_t *, int64_t, int64_t, const int32_t *, const uint16_t *, const uint16_t *, int64_t,
@@ -689,23 +722,26 @@ rad_error_t launch_stream_xs(const ApplyArgs &a, const ApplyPlan &p)
      * last (the benchmark build: whole ones without the scales in the ring too, streamxswhole) */
     const bool whole = p.whole_super && a.k % (128 * SUPER_STEPS) == 0;
     if (p.ring_scales) {
-        if (p.row_tiles == 1 && whole)
-            kernel = g128 ? apply_stream_xs_kernel<128, 1, TOKEN_TILES, SUPER_STEPS, kStreamXsRingSlots, true, false, true>
-                          : apply_stream_xs_kernel<256, 1, TOKEN_TILES, SUPER_STEPS, kStreamXsRingSlots, true, false, true>;
+        if constexpr (SUPER_STEPS == 4) { /* stream_warp_rows: the scales in the ring need 4 steps a slot */
+            if (p.row_tiles == 1 && whole)
+                kernel = g128
+                             ? apply_stream_xs_kernel<128, 1, TOKEN_TILES, SUPER_STEPS, RING_SLOTS, true, false, true>
+                             : apply_stream_xs_kernel<256, 1, TOKEN_TILES, SUPER_STEPS, RING_SLOTS, true, false, true>;
+        }
     }
 #if defined(RADIANCE_KERNEL_VARIANTS)
     else if (p.row_tiles == 1 && whole)
-        kernel = g128 ? apply_stream_xs_kernel<128, 1, TOKEN_TILES, SUPER_STEPS, kStreamXsRingSlots, true>
-                      : apply_stream_xs_kernel<256, 1, TOKEN_TILES, SUPER_STEPS, kStreamXsRingSlots, true>;
+        kernel = g128 ? apply_stream_xs_kernel<128, 1, TOKEN_TILES, SUPER_STEPS, RING_SLOTS, true>
+                      : apply_stream_xs_kernel<256, 1, TOKEN_TILES, SUPER_STEPS, RING_SLOTS, true>;
 #endif
     else if (p.row_tiles == 1 && p.tail_super && !p.whole_super)
-        kernel = g128 ? apply_stream_xs_kernel<128, 1, TOKEN_TILES, SUPER_STEPS, kStreamXsRingSlots, false, true>
-                      : apply_stream_xs_kernel<256, 1, TOKEN_TILES, SUPER_STEPS, kStreamXsRingSlots, false, true>;
+        kernel = g128 ? apply_stream_xs_kernel<128, 1, TOKEN_TILES, SUPER_STEPS, RING_SLOTS, false, true>
+                      : apply_stream_xs_kernel<256, 1, TOKEN_TILES, SUPER_STEPS, RING_SLOTS, false, true>;
 #if defined(RADIANCE_KERNEL_VARIANTS)
     /* every step tested against k (streamxs; the library's before run 60) */
     else if (p.row_tiles == 1 && !p.whole_super && !p.tail_super)
-        kernel = g128 ? apply_stream_xs_kernel<128, 1, TOKEN_TILES, SUPER_STEPS, kStreamXsRingSlots>
-                      : apply_stream_xs_kernel<256, 1, TOKEN_TILES, SUPER_STEPS, kStreamXsRingSlots>;
+        kernel = g128 ? apply_stream_xs_kernel<128, 1, TOKEN_TILES, SUPER_STEPS, RING_SLOTS>
+                      : apply_stream_xs_kernel<256, 1, TOKEN_TILES, SUPER_STEPS, RING_SLOTS>;
 #endif
     if (kernel == nullptr) return (rad_error_t)RADIANCE_GPU_EINVAL;
     rad_error_t err = rad_func_set_max_dynamic_smem(kernel, p.smem);
@@ -731,17 +767,20 @@ rad_error_t launch_stream_xs(const ApplyArgs &a, const ApplyPlan &p)
  * Units go to clusters as to blocks in apply_stream_xs_kernel: both blocks of a pair walk the same
  * units, so each warp's partner is the warp of the same index. Both blocks stay until the other has
  * done its last access to their shared memory (the closing cluster barrier). Needs k % (2 GROUP) ==
- * 0: each half holds whole steps and whole groups (plan_stream_split_k). */
+ * 0: each half holds whole steps and whole groups (plan_stream_split_k). SUPER steps a ring slot in
+ * SLOTS slots: 4 in 2, or where 16 warps' rings of those do not fit beside the activations (k = 5376)
+ * 2 in 3 (dispatch.h, kSplitKFineSteps; the benchmark build also has 2 in 4); WHOLE: whole
+ * super-steps in each half, TAIL: all but the last (stream_warp_rows), neither: every step tested. */
 #if defined(RAD_HAS_CLUSTER_LAUNCH)
 
-template <int GROUP, bool WHOLE, bool SRING = false>
+template <int GROUP, bool WHOLE, bool SRING = false, int SUPER = 4, int SLOTS = kStreamXsRingSlots, bool TAIL = false>
 __global__ void __launch_bounds__(kStreamXsMaxWarps * 32, 1)
 apply_stream_split_k_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const int32_t *__restrict__ packed,
                             const uint16_t *__restrict__ scales, const uint16_t *__restrict__ bias, int64_t n,
                             uint16_t *__restrict__ out)
 {
 #if defined(RAD_HAS_MMA_BF16) && defined(RAD_HAS_CLUSTER)
-    constexpr int kSuper = 4, kSlots = kStreamXsRingSlots, kTiles = kSplitKTokenTiles;
+    constexpr int kSuper = SUPER, kSlots = SLOTS, kTiles = kSplitKTokenTiles;
     extern __shared__ __align__(16) unsigned char smem[];
     const int warps = (int)(blockDim.x >> 5), warp = (int)(threadIdx.x >> 5), lane = (int)(threadIdx.x & 31);
     const unsigned rank = rad_cluster_ctarank();
@@ -810,7 +849,7 @@ apply_stream_split_k_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k
     };
     const int64_t row0 = (cluster * warps + warp) * 16;
     if (row0 < n)
-        stream_warp_rows<GROUP, 1, kTiles, kSuper, kSlots, kXShared, true, WHOLE, false, true, SRING>(
+        stream_warp_rows<GROUP, 1, kTiles, kSuper, kSlots, kXShared, true, WHOLE, TAIL, true, SRING>(
             x, m, k, packed, scales, n, row0, clusters * warps * 16, n, 0, ring, xs, step0, ksteps, meet);
     rad_cluster_sync(); /* the other block's last arrival on this block's barriers has landed */
 #else
@@ -850,8 +889,34 @@ rad_error_t launch_stream_split_k(const ApplyArgs &a, const ApplyPlan &p)
         kernel = p.ring_scales   ? apply_stream_split_k_kernel<256, true, true>
                  : p.whole_super ? apply_stream_split_k_kernel<256, true>
                                  : apply_stream_split_k_kernel<256, false>;
+    const int super_step = p.super_step, slots = p.ring_slots > 0 ? p.ring_slots : kStreamXsRingSlots;
+    constexpr int kFine = kSplitKFineSteps, kFineSlots = kSplitKFineSlots;
+    const bool fine = super_step == kFine && !p.ring_scales && p.whole_super != p.tail_super;
+    /* 2-step super-steps in 3 ring slots where 4-step ones leave room for too few warps (k = 5376,
+     * groups of 128: the last super-step of each half tested) */
+    if (fine && slots == kFineSlots && p.tail_super && a.group == 128)
+        kernel = apply_stream_split_k_kernel<128, false, false, kFine, kFineSlots, true>;
+#if defined(RADIANCE_KERNEL_VARIANTS)
+    /* the benchmark build's others (streamsplitk2s3, streamsplitk2s4, run 79): whole in each half,
+     * groups of 256, 4 slots (the bytes of 4-step ones) */
+    else if (fine && slots == kFineSlots) {
+        if (a.group == 128) kernel = apply_stream_split_k_kernel<128, true, false, kFine, kFineSlots>;
+        if (a.group == 256)
+            kernel = p.whole_super ? apply_stream_split_k_kernel<256, true, false, kFine, kFineSlots>
+                                   : apply_stream_split_k_kernel<256, false, false, kFine, kFineSlots, true>;
+    } else if (fine && slots == 4) {
+        if (a.group == 128)
+            kernel = p.whole_super ? apply_stream_split_k_kernel<128, true, false, kFine, 4>
+                                   : apply_stream_split_k_kernel<128, false, false, kFine, 4, true>;
+        if (a.group == 256)
+            kernel = p.whole_super ? apply_stream_split_k_kernel<256, true, false, kFine, 4>
+                                   : apply_stream_split_k_kernel<256, false, false, kFine, 4, true>;
+    }
+#endif
+    else if (super_step != 4 || slots != kStreamXsRingSlots || p.tail_super)
+        kernel = nullptr;
     if (kernel == nullptr || p.blocks < 2 || p.blocks % 2 != 0 || a.k % (2 * a.group) != 0 ||
-        ((p.whole_super || p.ring_scales) && a.k % (2 * 128 * 4) != 0) || (p.ring_scales && !p.whole_super))
+        ((p.whole_super || p.ring_scales) && a.k % (2 * 128 * super_step) != 0) || (p.ring_scales && !p.whole_super))
         return (rad_error_t)RADIANCE_GPU_EINVAL;
     rad_error_t err = rad_func_set_max_dynamic_smem(kernel, p.smem);
     if (err != RAD_SUCCESS) return err;
@@ -879,11 +944,17 @@ rad_error_t launch_stream_shared_x(const ApplyArgs &a, const ApplyPlan &p)
         return (rad_error_t)RADIANCE_GPU_EINVAL;
     if (p.k_parts == 2) {
 #if defined(RAD_HAS_CLUSTER_LAUNCH)
-        if (p.token_tiles == kSplitKTokenTiles && p.super_step == 4) return launch_stream_split_k(a, p);
+        if (p.token_tiles == kSplitKTokenTiles) return launch_stream_split_k(a, p);
 #endif
         return (rad_error_t)RADIANCE_GPU_EINVAL;
     }
-    if (p.token_tiles == 1 && p.super_step == 4) return launch_stream_xs<1, 4>(a, p);
+    const int slots = p.ring_slots > 0 ? p.ring_slots : kStreamXsRingSlots;
+    if (p.token_tiles == 1 && p.super_step == 4 && slots == kStreamXsRingSlots) return launch_stream_xs<1, 4>(a, p);
+#if defined(RADIANCE_KERNEL_VARIANTS)
+    /* 2-step super-steps in 3 or 4 ring slots (the benchmark build's, run 79) */
+    if (p.token_tiles == 1 && p.super_step == 2 && slots == 3 && !p.ring_scales) return launch_stream_xs<1, 2, 3>(a, p);
+    if (p.token_tiles == 1 && p.super_step == 2 && slots == 4 && !p.ring_scales) return launch_stream_xs<1, 2, 4>(a, p);
+#endif
     return (rad_error_t)RADIANCE_GPU_EINVAL;
 }
 

@@ -89,6 +89,20 @@ constexpr int64_t stream_slot_bytes(int row_tiles, int super_steps, int group = 
     return 16 * row_tiles * (64 * super_steps + (ring_scales ? stream_row_scale_bytes(group, super_steps) : 0));
 }
 constexpr int kSplitKTokenTiles = 2;
+/* split k's rings where 4-step slots leave room for too few warps (decide): 2-step super-steps
+ * (128-byte visits) in 3 slots, 2 super-steps copied ahead, to k = kSplitKFineMaxK. H200, one loop
+ * per table, twice (docs/PERF_LOG.md, twenty-second round, run 79), us at 9 / 12 / 16 tokens
+ * against the wgmma pipe kernel taken before: 262144 x 5376 244.9 / 247.3 / 250.8 against 259.7 /
+ * 259.9 / 260.4, 151936 x 5376 145.9 / 147.1 / 149.8 against 163.7 / 164.3 / 164.5; but 262144 x
+ * 5632 268.0 / 270.8 / 274.2 against 268.3 / 269.5 / 269.0 and 129280 x 7168 174.7 / 176.8 /
+ * 179.6 against 170.7 / 170.8 / 171.0. Where 4-step slots fit 16 warps they stay ahead (248320 x
+ * 5120 218.7 / 220.5 / 222.6 against 222.5 / 224.3 / 227.9 in 2-step ones; 151936 x 1024 37.3 /
+ * 39.0 / 39.5 against 42.2 / 43.4 / 44.1), and 2-step super-steps in 4 slots (the bytes of 4-step
+ * ones, 3 copied ahead) lose everywhere, as they do at 1-8 tokens (128-byte visits: the H200 reads
+ * 4.0 instead of 4.3 TB/s, apply_stream.hip's header) */
+constexpr int kSplitKFineSteps = 2;
+constexpr int kSplitKFineSlots = 3;
+constexpr int64_t kSplitKFineMaxK = 5376;
 constexpr int kSplitKSlot = 32 * kSplitKTokenTiles * 4 * 4; /* per warp: a lane's fp32 sums, 2 tiles x 4 */
 constexpr int kSplitKBars = 2 * 8;                          /* per warp: full and empty mbarriers */
 constexpr int kVectorChunkFloats = 36;   /* LDS floats per 32-column chunk of the vector kernel (4 of pad) */
@@ -185,6 +199,8 @@ struct Dispatch {
     int super_step, warps, blocks, smem;
     /* kStreamSharedX: 2 where k is split over a cluster pair of blocks (plan_stream_split_k), else 0 */
     int k_parts;
+    /* kStreamSharedX: ring slots per warp (0: kStreamXsRingSlots) */
+    int ring_slots;
     /* kStream, kStreamSharedX (whole super-steps only): each super-step's scales copied into the
      * ring with its weights (kRingScalesFewTokensMaxK) */
     bool ring_scales;
@@ -222,11 +238,11 @@ void plan_vector(const Call &c, Facts &f, Dispatch *p)
  * the caller sets). */
 template <class Facts>
 bool plan_stream_shared_x(const Call &c, Facts &f, int token_tiles, int super_step, int min_warps, bool balance,
-                          bool ring_scales, Dispatch *p)
+                          bool ring_scales, Dispatch *p, int ring_slots = kStreamXsRingSlots)
 {
     if (c.m > 8 * token_tiles || (c.group != 128 && c.group != 256)) return false;
     /* per warp */
-    const int64_t ring = (int64_t)kStreamXsRingSlots * stream_slot_bytes(1, super_step, c.group, ring_scales);
+    const int64_t ring = (int64_t)ring_slots * stream_slot_bytes(1, super_step, c.group, ring_scales);
     const int64_t xbytes = (int64_t)token_tiles * 16 * c.k;
     const int64_t optin = f.smem_optin();
     const int64_t sms = f.sm_count();
@@ -253,6 +269,7 @@ bool plan_stream_shared_x(const Call &c, Facts &f, int token_tiles, int super_st
     p->warps = (int)warps;
     p->blocks = (int)blocks_for(warps);
     p->smem = (int)(warps * ring + xbytes);
+    p->ring_slots = ring_slots;
     p->ring_scales = ring_scales;
     return true;
 }
@@ -265,24 +282,25 @@ bool plan_stream_shared_x(const Call &c, Facts &f, int token_tiles, int super_st
  * the kernel (HIP). ring_scales: the rings carry the scales too where the halves' super-steps are
  * whole and their bytes still leave room for min_warps warps (else the plan without them). */
 template <class Facts>
-bool plan_stream_split_k(const Call &c, Facts &f, int min_warps, bool ring_scales, Dispatch *p)
+bool plan_stream_split_k(const Call &c, Facts &f, int min_warps, bool ring_scales, Dispatch *p, int super_step = 4,
+                        int ring_slots = kStreamXsRingSlots)
 {
     if (!f.cluster_launch()) return false;
     if (c.m > 8 * kSplitKTokenTiles || (c.group != 128 && c.group != 256) || c.k % (2 * c.group) != 0) return false;
     if (f.sm() < 90) return false; /* clusters */
     /* whole super-steps in each half (k % 1024 == 0, as on the heads this is for): no step tested */
-    const bool whole = c.k % (2 * 128 * 4) == 0;
+    const bool whole = c.k % (2 * 128 * super_step) == 0;
     const int64_t xbytes = (int64_t)kSplitKTokenTiles * 16 * (c.k / 2); /* 16 tokens x k / 2 bf16 */
     const int64_t optin = f.smem_optin();
     if (xbytes >= optin) return false;
     auto per_warp = [&](bool ring) {
-        return (int64_t)kStreamXsRingSlots * stream_slot_bytes(1, 4, c.group, ring) + kSplitKSlot + kSplitKBars;
+        return (int64_t)ring_slots * stream_slot_bytes(1, super_step, c.group, ring) + kSplitKSlot + kSplitKBars;
     };
     auto warps_fitting = [&](bool ring) {
         const int64_t w = (optin - xbytes) / per_warp(ring);
         return w > kStreamXsMaxWarps ? (int64_t)kStreamXsMaxWarps : w;
     };
-    ring_scales = ring_scales && whole;
+    ring_scales = ring_scales && whole && super_step == 4;
     int64_t warps = warps_fitting(ring_scales);
     if (ring_scales && warps < min_warps) {
         ring_scales = false;
@@ -297,10 +315,14 @@ bool plan_stream_split_k(const Call &c, Facts &f, int min_warps, bool ring_scale
     p->path = ApplyPath::kStreamSharedX;
     p->row_tiles = 1;
     p->token_tiles = kSplitKTokenTiles;
-    p->super_step = 4;
+    p->super_step = super_step;
+    p->ring_slots = ring_slots;
     p->x_mode = kXShared;
     p->k_parts = 2;
     p->whole_super = whole;
+    /* 2-step super-steps: where they are not whole in each half, all but the last (the 4-step ones
+     * test every step there, as before run 79) */
+    p->tail_super = !whole && super_step != 4;
     p->ring_scales = ring_scales;
     p->warps = (int)warps;
     p->blocks = (int)(2 * clusters);
@@ -748,6 +770,12 @@ Dispatch decide(const Call &c, Facts &f, int refuse)
      * (k <= 4096 on an H200, groups of 128; run 64) */
     if (c.m <= 16 && big_groups && !(refuse & RADIANCE_GPU_TEST_NO_SHARED_X) &&
         plan_stream_split_k(c, f, kSharedXMinWarps, true, &p))
+        return p;
+    /* where 16 warps' rings of 4-step slots do not fit beside the halves' activations (k > 5296 on
+     * an H200) but k <= kSplitKFineMaxK, 2-step super-steps in 3 slots: 3/4 of the ring's bytes, as
+     * many in flight (kSplitKFineSteps) */
+    if (c.m <= 16 && big_groups && c.k <= kSplitKFineMaxK && !(refuse & RADIANCE_GPU_TEST_NO_SHARED_X) &&
+        plan_stream_split_k(c, f, kSharedXMinWarps, false, &p, kSplitKFineSteps, kSplitKFineSlots))
         return p;
     /* more than 32 tokens (17-32 for k <= kFoldFewTokensMaxK; 9-32 for groups under 128, which the
      * kernels below serve only by mma.sync): the group scale folded into the dequantized weights,

@@ -71,8 +71,8 @@ std::string describe(const Dispatch &d)
         break;
     case ApplyPath::kStreamSharedX:
         if (d.k_parts == 2)
-            snprintf(buf, sizeof buf, "stream, k split over a cluster pair, x in shared memory, %d warps%s (apply_stream)",
-                     d.warps, supers(d));
+            snprintf(buf, sizeof buf, "stream, k split over a cluster pair, x in shared memory, %d warps%s%s (apply_stream)",
+                     d.warps, d.super_step == 2 ? ", 2-step super-steps in 3 slots" : "", supers(d));
         else
             snprintf(buf, sizeof buf, "stream, x in shared memory, %d warps%s (apply_stream)", d.warps, supers(d));
         break;

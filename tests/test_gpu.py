@@ -851,11 +851,36 @@ def test_apply_gpu_persistent_stream_units_match_float64(m, k, group_size):
             whole, tail = ("true", "false") if k % 512 == 0 else ("false", "true")
             assert kernel_template_args(prof, "apply_stream_xs_kernel") == (
                 str(group_size), "1", "1", "4", "2", whole, tail, whole)
-        else:  # apply_stream_split_k_kernel<group, whole super-steps in each half, scales in the ring (whole)>
+        else:  # apply_stream_split_k_kernel<group, whole super-steps in each half, scales in the ring (whole),
+            # steps a slot, slots, tail>
             whole = "true" if k % 1024 == 0 else "false"
-            assert kernel_template_args(prof, "apply_stream_split_k_kernel") == (str(group_size), whole, whole)
+            assert kernel_template_args(prof, "apply_stream_split_k_kernel") == (
+                str(group_size), whole, whole, "4", "2", "false")
     assert np.isfinite(got).all(), f"unwritten outputs (seed {seed})"
     assert_within_bf16_of_float64(got, x, packed, scales, group_size, bias, seed)
+
+
+# Split k at 9-16 tokens where 16 warps' rings of 4-step slots do not fit beside the halves'
+# activations (k > 5296 on an H200, groups of 128) and k <= 5376: 2-step super-steps in 3 ring slots
+# (hip/dispatch.h, kSplitKFineSteps). k = 5376: halves of 21 steps, the last super-step of each half
+# a single step, tested against the half's end. n = 1001 (a partial last unit) or 17000-21000 rows
+# (an H200 runs 16896 a round, so some warps take a second unit, their ring run on into it). Which
+# kernel ran is read from the profiler on an H100 / H200 (elsewhere the float64 check only); an
+# all-zero row, a bias at odd m, nothing written past the output.
+@pytest.mark.parametrize("m", [9, 12, 13, 16])
+@pytest.mark.parametrize("rows", ["partial", "two rounds"])
+def test_apply_gpu_split_k_fine_ring_matches_float64(m, rows):
+    rng, seed = fresh_rng()
+    k = 5376
+    n = 1001 if rows == "partial" else int(rng.integers(17000, 21000)) | 1
+    x, packed, scales, bias = random_call(rng, m, n, k, 128, m % 2, zero_row=int(rng.integers(n)))
+    prof, got = guarded_apply(x, packed, scales, bias, 128, seed)
+    hopper = torch.version.cuda is not None and torch.cuda.get_device_capability() == (9, 0)
+    if hopper and os.environ.get("RADIANCE_TEST_NO_PROFILER") != "1":
+        # apply_stream_split_k_kernel<group, whole, scales in the ring, steps a slot, slots, tail>
+        assert kernel_template_args(prof, "apply_stream_split_k_kernel") == ("128", "false", "false", "2", "3", "true")
+    assert np.isfinite(got).all(), f"unwritten outputs (seed {seed})"
+    assert_within_bf16_of_float64(got, x, packed, scales, 128, bias, seed)
 
 
 def stream_pair_block0(n, k, sms):

@@ -91,16 +91,19 @@ int variant_plan(const ApplyArgs &a, const Variant &v, ApplyPlan *p)
         p->x_mode = v.p1;
         ok = big_groups;
         break;
-    case kVarStreamXs:
-        /* p3 1: the scales in the ring (their bytes in the plan's shared memory), whole super-steps only */
-        ok = big_groups && plan_stream_shared_x(call_of(a), f, 1, 4, v.p0, v.p1 != 0, v.p3 == 1, p);
+    case kVarStreamXs: {
+        /* p3 1: the scales in the ring (their bytes in the plan's shared memory), whole super-steps
+         * only; 3 or 4: 2-step super-steps in p3 ring slots */
+        const int steps = v.p3 >= 3 ? 2 : 4, slots = v.p3 >= 3 ? v.p3 : kStreamXsRingSlots;
+        ok = big_groups && plan_stream_shared_x(call_of(a), f, 1, steps, v.p0, v.p1 != 0, v.p3 == 1, p, slots);
         if (v.p2 == 1) { /* whole super-steps */
             p->whole_super = true;
-            ok = ok && a.k % 512 == 0;
+            ok = ok && a.k % (128 * steps) == 0;
         }
         if (v.p2 == 2) p->tail_super = true; /* the last super-step tested, any k */
         ok = ok && (v.p3 != 1 || p->whole_super);
         break;
+    }
     case kVarStreamWhole:
         p->path = ApplyPath::kStream;
         p->row_tiles = p->token_tiles = 1;
@@ -116,9 +119,15 @@ int variant_plan(const ApplyArgs &a, const Variant &v, ApplyPlan *p)
             p->ring_scales = true;
             ok = ok && a.m <= 8 && p->whole_super;
         }
+        if (v.p3 >= 3) { /* p3 / 10 steps a slot in p3 % 10 ring slots (run 79) */
+            p->super_step = v.p3 / 10;
+            p->ring_slots = v.p3 % 10;
+            ok = big_groups && v.p0 == kXSkip && v.p2 == 0 && (v.p1 == 1 || a.k % (128 * p->super_step) == 0);
+        }
         break;
     case kVarSplitK:
-        ok = big_groups && plan_stream_split_k(call_of(a), f, 8, v.p1 == 0, p);
+        ok = big_groups && (v.p2 >= 3 ? plan_stream_split_k(call_of(a), f, 8, false, p, 2, v.p2)
+                                       : plan_stream_split_k(call_of(a), f, 8, v.p1 == 0, p));
         if (ok && v.p0 > 0 && p->blocks > v.p0) p->blocks = v.p0;
         break;
     case kVarWgmma: ok = variant_wgmma(a, v.p0, v.p1, v.p2, p); break;

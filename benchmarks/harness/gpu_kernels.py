@@ -400,7 +400,8 @@ def check_apply(L, rng, torch, failures, big=False, only="", skip=""):
     # ring runs on from one unit into the next; k with a tail super-step, whole ones, and halves
     # of k of 3 steps (one partial super-step each)
     stream_multi = {(128, 70001, 768): (6, 8, 9, 16), (256, 69997, 1024): (7, 12),
-                    (128, 70001, 2048): (1, 4, 8, 16), (256, 70003, 2560): (6, 16)}
+                    (128, 70001, 2048): (1, 4, 8, 16), (256, 70003, 2560): (6, 16),
+                    (128, 17011, 5376): (9, 16)}  # split k in 2-step super-steps (run 79)
     cases.extend(sorted(stream_multi))
     # the folding kernel only: more tiles than its persistent blocks, with a last round that leaves
     # at least half of them idle for some tile (dispatch.h, fold_tail_parts: that round cut along
