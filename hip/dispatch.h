@@ -199,7 +199,8 @@ struct Dispatch {
     int super_step, warps, blocks, smem;
     /* kStreamSharedX: 2 where k is split over a cluster pair of blocks (plan_stream_split_k), else 0 */
     int k_parts;
-    /* kStreamSharedX: ring slots per warp (0: kStreamXsRingSlots) */
+    /* kStreamSharedX: ring slots per warp (0: kStreamXsRingSlots); the benchmark build's kStream
+     * variants set it and super_step too (0: the library's 2 slots of 4 steps) */
     int ring_slots;
     /* kStream, kStreamSharedX (whole super-steps only): each super-step's scales copied into the
      * ring with its weights (kRingScalesFewTokensMaxK) */
@@ -280,7 +281,9 @@ bool plan_stream_shared_x(const Call &c, Facts &f, int token_tiles, int super_st
  * activations over half of k (16 k bytes) fit in the opt-in shared memory per block beside at least
  * min_warps warps' rings and exchange slots; false (p untouched) elsewhere, and in builds without
  * the kernel (HIP). ring_scales: the rings carry the scales too where the halves' super-steps are
- * whole and their bytes still leave room for min_warps warps (else the plan without them). */
+ * whole and their bytes still leave room for min_warps warps (else the plan without them; 4-step
+ * super-steps only). super_step steps a ring slot in ring_slots slots: 4 in 2 (the library's but
+ * at k = 5376), or 2 in 3 or 4 (kSplitKFineSteps; the halves then whole or all but the last). */
 template <class Facts>
 bool plan_stream_split_k(const Call &c, Facts &f, int min_warps, bool ring_scales, Dispatch *p, int super_step = 4,
                         int ring_slots = kStreamXsRingSlots)
@@ -288,7 +291,8 @@ bool plan_stream_split_k(const Call &c, Facts &f, int min_warps, bool ring_scale
     if (!f.cluster_launch()) return false;
     if (c.m > 8 * kSplitKTokenTiles || (c.group != 128 && c.group != 256) || c.k % (2 * c.group) != 0) return false;
     if (f.sm() < 90) return false; /* clusters */
-    /* whole super-steps in each half (k % 1024 == 0, as on the heads this is for): no step tested */
+    /* whole super-steps in each half (4-step ones: k % 1024 == 0, as on most heads this is for): no
+     * step tested */
     const bool whole = c.k % (2 * 128 * super_step) == 0;
     const int64_t xbytes = (int64_t)kSplitKTokenTiles * 16 * (c.k / 2); /* 16 tokens x k / 2 bf16 */
     const int64_t optin = f.smem_optin();
@@ -773,8 +777,10 @@ Dispatch decide(const Call &c, Facts &f, int refuse)
         return p;
     /* where 16 warps' rings of 4-step slots do not fit beside the halves' activations (k > 5296 on
      * an H200) but k <= kSplitKFineMaxK, 2-step super-steps in 3 slots: 3/4 of the ring's bytes, as
-     * many in flight (kSplitKFineSteps) */
-    if (c.m <= 16 && big_groups && c.k <= kSplitKFineMaxK && !(refuse & RADIANCE_GPU_TEST_NO_SHARED_X) &&
+     * many in flight (kSplitKFineSteps). The library builds the one kernel this takes on an H100 /
+     * H200 (k = 5376): groups of 128, halves that end in a part super-step */
+    const bool fine_k = c.group == 128 && c.k <= kSplitKFineMaxK && c.k % (2 * 128 * kSplitKFineSteps) != 0;
+    if (c.m <= 16 && fine_k && !(refuse & RADIANCE_GPU_TEST_NO_SHARED_X) &&
         plan_stream_split_k(c, f, kSharedXMinWarps, false, &p, kSplitKFineSteps, kSplitKFineSlots))
         return p;
     /* more than 32 tokens (17-32 for k <= kFoldFewTokensMaxK; 9-32 for groups under 128, which the
