@@ -70,9 +70,14 @@ std::string describe(const Dispatch &d)
                  supers(d), d.pair_block0 > 0 ? ", the last wave in halves of k" : "");
         break;
     case ApplyPath::kStreamSharedX:
-        if (d.k_parts == 2)
-            snprintf(buf, sizeof buf, "stream, k split over a cluster pair, x in shared memory, %d warps%s%s (apply_stream)",
-                     d.warps, d.super_step == 2 ? ", 2-step super-steps in 3 slots" : "", supers(d));
+        if (d.k_parts == 2 && d.super_step != 4)
+            snprintf(buf, sizeof buf,
+                     "stream, k split over a cluster pair, x in shared memory, %d warps, %d-step super-steps in %d slots%s "
+                     "(apply_stream)",
+                     d.warps, d.super_step, d.ring_slots, supers(d));
+        else if (d.k_parts == 2)
+            snprintf(buf, sizeof buf, "stream, k split over a cluster pair, x in shared memory, %d warps%s (apply_stream)",
+                     d.warps, supers(d));
         else
             snprintf(buf, sizeof buf, "stream, x in shared memory, %d warps%s (apply_stream)", d.warps, supers(d));
         break;

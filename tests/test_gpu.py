@@ -868,7 +868,7 @@ def test_apply_gpu_persistent_stream_units_match_float64(m, k, group_size):
 # kernel ran is read from the profiler on an H100 / H200 (elsewhere the float64 check only); an
 # all-zero row, a bias at odd m, nothing written past the output.
 @pytest.mark.parametrize("m", [9, 12, 13, 16])
-@pytest.mark.parametrize("rows", ["partial", "two rounds"])
+@pytest.mark.parametrize("rows", ["partial", "second_unit"])
 def test_apply_gpu_split_k_fine_ring_matches_float64(m, rows):
     rng, seed = fresh_rng()
     k = 5376
