@@ -93,9 +93,10 @@ __device__ __forceinline__ void stream_warp_rows(const uint16_t *__restrict__ x,
     constexpr int kRowBytes = 64 * SUPER_STEPS;                 /* one visit */
     using Smem = StreamSmem<ROW_TILES, SUPER_STEPS, GROUP, SRING>;
     constexpr int kSlot = Smem::slot, kScaleBytes = Smem::scale_bytes;
-    static_assert(!SRING || (WHOLE && SUPER_STEPS == 4 && (GROUP == 128 || GROUP == 256)),
-                  "scales in the ring: whole super-steps, a row's 2-4 scales of one aligned to their size "
-                  "(with K_PART: step0 % SUPER_STEPS == 0 too)");
+    static_assert(!SRING || (WHOLE && ((SUPER_STEPS == 4 && (GROUP == 128 || GROUP == 256)) ||
+                                       (SUPER_STEPS == 2 && GROUP == 128))),
+                  "scales in the ring: whole super-steps, a row's 2-4 scales of one aligned to their size, at "
+                  "least 4 bytes (with K_PART: step0 % SUPER_STEPS == 0 too)");
     constexpr int kLanesPerRow = 4 * SUPER_STEPS;               /* 16-byte pieces per visit */
     constexpr int kCopies = kRowsW * kLanesPerRow / 32; /* per lane and super-step */
     constexpr bool XS = X_MODE == kXShared;
@@ -273,7 +274,11 @@ __device__ __forceinline__ void stream_warp_rows(const uint16_t *__restrict__ x,
 #pragma unroll
             for (int mt = 0; mt < ROW_TILES; mt++) {
                 const unsigned char *sc = slot + Smem::weights + (16 * mt + g) * kScaleBytes;
-                if constexpr (GROUP == 128) { /* 4 scales a row: steps 0-1 in .x, 2-3 in .y */
+                if constexpr (SUPER_STEPS == 2) { /* 2 scales a row (groups of 128) */
+                    const uint32_t lo = *(const uint32_t *)sc, hi = *(const uint32_t *)(sc + 8 * kScaleBytes);
+                    scur[0][mt] = (lo & 0xffffu) | (hi << 16);
+                    scur[1][mt] = (lo >> 16) | (hi & 0xffff0000u);
+                } else if constexpr (GROUP == 128) { /* 4 scales a row: steps 0-1 in .x, 2-3 in .y */
                     const uint2 lo = *(const uint2 *)sc, hi = *(const uint2 *)(sc + 8 * kScaleBytes);
                     scur[0][mt] = (lo.x & 0xffffu) | (hi.x << 16);
                     scur[1][mt] = (lo.x >> 16) | (hi.x & 0xffff0000u);
@@ -904,6 +909,9 @@ rad_error_t launch_stream_split_k(const ApplyArgs &a, const ApplyPlan &p)
         if (a.group == 256)
             kernel = p.whole_super ? apply_stream_split_k_kernel<256, true, false, kFine, kFineSlots>
                                    : apply_stream_split_k_kernel<256, false, false, kFine, kFineSlots, true>;
+    } else if (super_step == kFine && p.ring_scales && p.whole_super && slots == kFineSlots && a.group == 128) {
+        /* with the scales in the ring (streamsplitk2s3sr, prepared after run 79: 16 warps at k = 5120) */
+        kernel = apply_stream_split_k_kernel<128, true, true, kFine, kFineSlots>;
     } else if (fine && slots == 4) {
         if (a.group == 128)
             kernel = p.whole_super ? apply_stream_split_k_kernel<128, true, false, kFine, 4>

@@ -281,8 +281,8 @@ bool plan_stream_shared_x(const Call &c, Facts &f, int token_tiles, int super_st
  * activations over half of k (16 k bytes) fit in the opt-in shared memory per block beside at least
  * min_warps warps' rings and exchange slots; false (p untouched) elsewhere, and in builds without
  * the kernel (HIP). ring_scales: the rings carry the scales too where the halves' super-steps are
- * whole and their bytes still leave room for min_warps warps (else the plan without them; 4-step
- * super-steps only). super_step steps a ring slot in ring_slots slots: 4 in 2 (the library's but
+ * whole and their bytes still leave room for min_warps warps (else the plan without them; 2-step
+ * super-steps: groups of 128 only). super_step steps a ring slot in ring_slots slots: 4 in 2 (the library's but
  * at k = 5376), or 2 in 3 or 4 (kSplitKFineSteps; the halves then whole or all but the last). */
 template <class Facts>
 bool plan_stream_split_k(const Call &c, Facts &f, int min_warps, bool ring_scales, Dispatch *p, int super_step = 4,
@@ -304,7 +304,7 @@ bool plan_stream_split_k(const Call &c, Facts &f, int min_warps, bool ring_scale
         const int64_t w = (optin - xbytes) / per_warp(ring);
         return w > kStreamXsMaxWarps ? (int64_t)kStreamXsMaxWarps : w;
     };
-    ring_scales = ring_scales && whole && super_step == 4;
+    ring_scales = ring_scales && whole && (super_step == 4 || c.group == 128); /* 2-step: 4 bytes a row */
     int64_t warps = warps_fitting(ring_scales);
     if (ring_scales && warps < min_warps) {
         ring_scales = false;

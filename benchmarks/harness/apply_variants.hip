@@ -126,8 +126,9 @@ int variant_plan(const ApplyArgs &a, const Variant &v, ApplyPlan *p)
         }
         break;
     case kVarSplitK:
-        ok = big_groups && (v.p2 >= 3 ? plan_stream_split_k(call_of(a), f, 8, false, p, 2, v.p2)
+        ok = big_groups && (v.p2 >= 3 ? plan_stream_split_k(call_of(a), f, 8, v.p1 == 0, p, 2, v.p2)
                                        : plan_stream_split_k(call_of(a), f, 8, v.p1 == 0, p));
+        ok = ok && (v.p2 < 3 || v.p1 != 0 || p->ring_scales); /* 2-step with the scales: where they fit */
         if (ok && v.p0 > 0 && p->blocks > v.p0) p->blocks = v.p0;
         break;
     case kVarWgmma: ok = variant_wgmma(a, v.p0, v.p1, v.p2, p); break;
