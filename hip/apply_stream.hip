@@ -663,7 +663,7 @@ namespace {
  * tokens' rows in global memory touch 16 L1 lines. Tokens past m are zeros (and not read: see
  * stream_warp_rows). Built with TOKEN_TILES 1, SUPER_STEPS 4 only (docs/PERF_LOG.md, run 26:
  * 203.9 against 234.3 us at 8 tokens; the 16-token instances lost to the wgmma kernel, run 31; the
- * benchmark build's 2-step super-steps in 3-4 slots lost 6-18 %, run 79),
+ * benchmark build's 2-step super-steps in 3-4 slots lost 6-25 %, run 79),
  * ROW_TILES 1 (2, at 8 warps, lost 8-10 % in run 59 and was deleted). */
 template <int GROUP, int ROW_TILES, int TOKEN_TILES, int SUPER_STEPS, int RING_SLOTS, bool WHOLE = false,
           bool TAIL = false, bool SRING = false>
