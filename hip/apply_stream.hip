@@ -862,6 +862,10 @@ apply_stream_split_k_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k
 #endif
 }
 
+/* a split-k kernel instance's launch signature */
+using SplitKKernel = void (*)(const uint16_t *, int64_t, int64_t, const int32_t *, const uint16_t *, const uint16_t *,
+                              int64_t, uint16_t *);
+
 /* Clusters of two blocks of apply_stream_split_k_kernel that the device runs at once (one block
  * per SM; an SM left over in a GPC with an odd count stays idle), 0 where it cannot say. Looked up
  * with the kernel at the opt-in shared memory: any size the planner allows (over half of it)
@@ -869,8 +873,7 @@ apply_stream_split_k_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k
 int split_k_max_clusters(void)
 {
     const int optin = rad_smem_optin();
-    void (*kernel)(const uint16_t *, int64_t, int64_t, const int32_t *, const uint16_t *, const uint16_t *, int64_t,
-                   uint16_t *) = apply_stream_split_k_kernel<128, false>;
+    SplitKKernel kernel = apply_stream_split_k_kernel<128, false>;
     /* code from a pass before sm_90 (an sm_80 build run on an H200 through its compute_80 PTX) is
      * the empty stand-in above, whatever the GPU can do */
     if (rad_func_ptx_version((const void *)kernel) < 90) return 0;
@@ -881,48 +884,58 @@ int split_k_max_clusters(void)
     return rad_max_active_clusters((const void *)kernel, kStreamXsMaxWarps * 32, (size_t)optin, 2);
 }
 
+#if defined(RADIANCE_KERNEL_VARIANTS)
+/* The benchmark build's other split-k rings of 2-step super-steps (run 79): in 3 slots whole in
+ * each half, for groups of 256, or with the scales in the ring (streamsplitk2s3, streamsplitk2s3sr);
+ * in 4 slots, the bytes of 4-step ones (streamsplitk2s4). nullptr for any other plan. */
+SplitKKernel split_k_variant_kernel(const ApplyArgs &a, const ApplyPlan &p, int slots)
+{
+    constexpr int kFine = kSplitKFineSteps, kFineSlots = kSplitKFineSlots;
+    if (p.super_step != kFine || p.whole_super == p.tail_super) return nullptr;
+    const bool g128 = a.group == 128, whole = p.whole_super;
+    if (a.group != 128 && a.group != 256) return nullptr;
+    if (p.ring_scales) /* whole super-steps, groups of 128: a row's 2 scales in 4 bytes */
+        return g128 && whole && slots == kFineSlots ? apply_stream_split_k_kernel<128, true, true, kFine, kFineSlots>
+                                                    : nullptr;
+    if (slots == kFineSlots)
+        return g128 ? (whole ? apply_stream_split_k_kernel<128, true, false, kFine, kFineSlots>
+                             : apply_stream_split_k_kernel<128, false, false, kFine, kFineSlots, true>)
+                    : (whole ? apply_stream_split_k_kernel<256, true, false, kFine, kFineSlots>
+                             : apply_stream_split_k_kernel<256, false, false, kFine, kFineSlots, true>);
+    if (slots == 4)
+        return g128 ? (whole ? apply_stream_split_k_kernel<128, true, false, kFine, 4>
+                             : apply_stream_split_k_kernel<128, false, false, kFine, 4, true>)
+                    : (whole ? apply_stream_split_k_kernel<256, true, false, kFine, 4>
+                             : apply_stream_split_k_kernel<256, false, false, kFine, 4, true>);
+    return nullptr;
+}
+#endif
+
 rad_error_t launch_stream_split_k(const ApplyArgs &a, const ApplyPlan &p)
 {
-    void (*kernel)(const uint16_t *, int64_t, int64_t, const int32_t *, const uint16_t *, const uint16_t *, int64_t,
-                   uint16_t *) = nullptr;
-    /* whole super-steps in each half with their scales in the ring or not, or every step tested */
-    if (a.group == 128)
-        kernel = p.ring_scales   ? apply_stream_split_k_kernel<128, true, true>
-                 : p.whole_super ? apply_stream_split_k_kernel<128, true>
-                                 : apply_stream_split_k_kernel<128, false>;
-    if (a.group == 256)
-        kernel = p.ring_scales   ? apply_stream_split_k_kernel<256, true, true>
-                 : p.whole_super ? apply_stream_split_k_kernel<256, true>
-                                 : apply_stream_split_k_kernel<256, false>;
+    SplitKKernel kernel = nullptr;
     const int super_step = p.super_step, slots = p.ring_slots > 0 ? p.ring_slots : kStreamXsRingSlots;
-    constexpr int kFine = kSplitKFineSteps, kFineSlots = kSplitKFineSlots;
-    const bool fine = super_step == kFine && !p.ring_scales && p.whole_super != p.tail_super;
-    /* 2-step super-steps in 3 ring slots where 4-step ones leave room for too few warps (k = 5376,
-     * groups of 128: the last super-step of each half tested) */
-    if (fine && slots == kFineSlots && p.tail_super && a.group == 128)
-        kernel = apply_stream_split_k_kernel<128, false, false, kFine, kFineSlots, true>;
-#if defined(RADIANCE_KERNEL_VARIANTS)
-    /* the benchmark build's others (streamsplitk2s3, streamsplitk2s4, run 79): whole in each half,
-     * groups of 256, 4 slots (the bytes of 4-step ones) */
-    else if (fine && slots == kFineSlots) {
-        if (a.group == 128) kernel = apply_stream_split_k_kernel<128, true, false, kFine, kFineSlots>;
-        if (a.group == 256)
-            kernel = p.whole_super ? apply_stream_split_k_kernel<256, true, false, kFine, kFineSlots>
-                                   : apply_stream_split_k_kernel<256, false, false, kFine, kFineSlots, true>;
-    } else if (super_step == kFine && p.ring_scales && p.whole_super && slots == kFineSlots && a.group == 128) {
-        /* with the scales in the ring (streamsplitk2s3sr, prepared after run 79: 16 warps at k = 5120) */
-        kernel = apply_stream_split_k_kernel<128, true, true, kFine, kFineSlots>;
-    } else if (fine && slots == 4) {
+    if (super_step == 4 && slots == kStreamXsRingSlots && !p.tail_super) {
+        /* whole super-steps in each half with their scales in the ring or not, or every step tested */
         if (a.group == 128)
-            kernel = p.whole_super ? apply_stream_split_k_kernel<128, true, false, kFine, 4>
-                                   : apply_stream_split_k_kernel<128, false, false, kFine, 4, true>;
+            kernel = p.ring_scales   ? apply_stream_split_k_kernel<128, true, true>
+                     : p.whole_super ? apply_stream_split_k_kernel<128, true>
+                                     : apply_stream_split_k_kernel<128, false>;
         if (a.group == 256)
-            kernel = p.whole_super ? apply_stream_split_k_kernel<256, true, false, kFine, 4>
-                                   : apply_stream_split_k_kernel<256, false, false, kFine, 4, true>;
+            kernel = p.ring_scales   ? apply_stream_split_k_kernel<256, true, true>
+                     : p.whole_super ? apply_stream_split_k_kernel<256, true>
+                                     : apply_stream_split_k_kernel<256, false>;
+    } else if (super_step == kSplitKFineSteps && slots == kSplitKFineSlots && p.tail_super && !p.whole_super &&
+               !p.ring_scales && a.group == 128) {
+        /* 2-step super-steps in 3 ring slots where 4-step ones leave room for too few warps (k = 5376,
+         * groups of 128: the last super-step of each half tested) */
+        kernel = apply_stream_split_k_kernel<128, false, false, kSplitKFineSteps, kSplitKFineSlots, true>;
+    }
+#if defined(RADIANCE_KERNEL_VARIANTS)
+    else {
+        kernel = split_k_variant_kernel(a, p, slots);
     }
 #endif
-    else if (super_step != 4 || slots != kStreamXsRingSlots || p.tail_super)
-        kernel = nullptr;
     if (kernel == nullptr || p.blocks < 2 || p.blocks % 2 != 0 || a.k % (2 * a.group) != 0 ||
         ((p.whole_super || p.ring_scales) && a.k % (2 * 128 * super_step) != 0) || (p.ring_scales && !p.whole_super))
         return (rad_error_t)RADIANCE_GPU_EINVAL;

@@ -172,6 +172,14 @@ def kernel_launches_template_args(prof, kernel):
     return [tuple(arg.strip() for arg in e.name.split(f"{kernel}<")[1].split(">")[0].split(",")) for e in ran]
 
 
+def profiled_on_hopper():
+    """Whether a test reads which stream kernel ran from the profiler: on an H100 / H200 (CUDA, sm_90,
+    where the planner's stream plans are the ones the tests name), unless RADIANCE_TEST_NO_PROFILER=1
+    (memcheck runs)."""
+    return (torch.version.cuda is not None and torch.cuda.get_device_capability() == (9, 0)
+            and os.environ.get("RADIANCE_TEST_NO_PROFILER") != "1")
+
+
 def kernel_template_args(prof, kernel):
     """The template arguments of the one launch of `kernel` the profiler saw."""
     ran = kernel_launches_template_args(prof, kernel)
@@ -817,8 +825,7 @@ def test_apply_gpu_stream_plans_match_float64(m, k, group_size):
     rng, seed = fresh_rng()
     n = int(rng.choice([17, int(rng.integers(2000, 9000)) | 1]))
     prof, got, (x, packed, scales, bias) = profiled_apply(rng, m, n, k, group_size)
-    hopper = torch.version.cuda is not None and torch.cuda.get_device_capability() == (9, 0)
-    if hopper and os.environ.get("RADIANCE_TEST_NO_PROFILER") != "1":
+    if profiled_on_hopper():
         whole, tail = ("true", "false") if k % 512 == 0 else ("false", "true")
         few_k = k % 512 == 0 and k <= 4096
         if m >= 6 or (m == 5 and few_k):  # apply_stream_xs_kernel<group, 1, 1, 4, 2, whole, tail, ring>
@@ -845,8 +852,7 @@ def test_apply_gpu_persistent_stream_units_match_float64(m, k, group_size):
     rng, seed = fresh_rng()
     n = int(rng.integers(68000, 72000)) | 1
     prof, got, (x, packed, scales, bias) = profiled_apply(rng, m, n, k, group_size)
-    hopper = torch.version.cuda is not None and torch.cuda.get_device_capability() == (9, 0)
-    if hopper and os.environ.get("RADIANCE_TEST_NO_PROFILER") != "1":
+    if profiled_on_hopper():
         if m <= 8:  # apply_stream_xs_kernel<group, 1, 1, 4, 2, whole, tail, scales in the ring (whole)>
             whole, tail = ("true", "false") if k % 512 == 0 else ("false", "true")
             assert kernel_template_args(prof, "apply_stream_xs_kernel") == (
@@ -875,8 +881,7 @@ def test_apply_gpu_split_k_fine_ring_matches_float64(m, rows):
     n = 1001 if rows == "partial" else int(rng.integers(17000, 21000)) | 1
     x, packed, scales, bias = random_call(rng, m, n, k, 128, m % 2, zero_row=int(rng.integers(n)))
     prof, got = guarded_apply(x, packed, scales, bias, 128, seed)
-    hopper = torch.version.cuda is not None and torch.cuda.get_device_capability() == (9, 0)
-    if hopper and os.environ.get("RADIANCE_TEST_NO_PROFILER") != "1":
+    if profiled_on_hopper():
         # apply_stream_split_k_kernel<group, whole, scales in the ring, steps a slot, slots, tail>
         assert kernel_template_args(prof, "apply_stream_split_k_kernel") == ("128", "false", "false", "2", "3", "true")
     assert np.isfinite(got).all(), f"unwritten outputs (seed {seed})"
