@@ -534,32 +534,6 @@ rad_error_t launch_stream_persistent(const ApplyArgs &a, const ApplyPlan &p)
                                                                     a.out);
     return rad_get_last_error();
 }
-
-/* The stream kernel of 1-8 tokens, loads skipped past m, with SUPER_STEPS steps a slot in
- * RING_SLOTS ring slots (run 79): whole super-steps (k % (128 SUPER_STEPS) == 0) or all but the last */
-template <int SUPER_STEPS, int RING_SLOTS>
-rad_error_t launch_stream_ring(const ApplyArgs &a, const ApplyPlan &p)
-{
-    if (p.row_tiles != 1 || p.token_tiles != 1 || p.x_mode != kXSkip || p.ring_scales || p.pair_block0 > 0 ||
-        p.whole_super == p.tail_super || (p.whole_super && a.k % (128 * SUPER_STEPS) != 0) ||
-        (a.group != 128 && a.group != 256))
-        return (rad_error_t)RADIANCE_GPU_EINVAL;
-    const bool g128 = a.group == 128;
-    auto kernel = p.whole_super
-                      ? (g128 ? apply_stream_kernel<128, 1, 1, SUPER_STEPS, RING_SLOTS, kXSkip, true>
-                              : apply_stream_kernel<256, 1, 1, SUPER_STEPS, RING_SLOTS, kXSkip, true>)
-                      : (g128 ? apply_stream_kernel<128, 1, 1, SUPER_STEPS, RING_SLOTS, kXSkip, false, true>
-                              : apply_stream_kernel<256, 1, 1, SUPER_STEPS, RING_SLOTS, kXSkip, false, true>);
-    const int smem = kStreamWarps * RING_SLOTS * (int)stream_slot_bytes(1, SUPER_STEPS);
-    const int64_t row_blocks = (a.n + 16 * kStreamWarps - 1) / (16 * kStreamWarps);
-    const int64_t chunks = (a.m + 7) / 8;
-    if (row_blocks * chunks > 0x7fffffffLL) return (rad_error_t)RADIANCE_GPU_EINVAL;
-    rad_error_t err = rad_func_set_max_dynamic_smem(kernel, smem);
-    if (err != RAD_SUCCESS) return err;
-    kernel<<<(unsigned)(row_blocks * chunks), kStreamWarps * 32, smem, a.stream>>>(
-        a.x, a.m, a.k, a.packed, a.scales, a.bias, a.n, a.out, chunks, (int64_t)0);
-    return rad_get_last_error();
-}
 #endif
 
 } // namespace
@@ -571,12 +545,6 @@ rad_error_t launch_stream(const ApplyArgs &a, const ApplyPlan &p)
     constexpr int kTokenTiles = 1, kSuperSteps = 4, kRingSlots = 2;
 #if defined(RADIANCE_KERNEL_VARIANTS)
     if (p.blocks > 0) return launch_stream_persistent(a, p);
-    if (p.ring_slots > 0) { /* run 79 */
-        if (p.super_step == 4 && p.ring_slots == 3) return launch_stream_ring<4, 3>(a, p);
-        if (p.super_step == 2 && p.ring_slots == 4) return launch_stream_ring<2, 4>(a, p);
-        if (p.super_step == 2 && p.ring_slots == 6) return launch_stream_ring<2, 6>(a, p);
-        return (rad_error_t)RADIANCE_GPU_EINVAL;
-    }
 #endif
     if (p.token_tiles != kTokenTiles) return (rad_error_t)RADIANCE_GPU_EINVAL;
     void (*kernel)(const uint16_t *, int64_t, int64_t, const int32_t *, const uint16_t *, const uint16_t *, int64_t,
@@ -662,8 +630,8 @@ namespace {
  * 16. A load of the warp reads at most 512 contiguous bytes: 4 shared-memory wavefronts, where 8
  * tokens' rows in global memory touch 16 L1 lines. Tokens past m are zeros (and not read: see
  * stream_warp_rows). Built with TOKEN_TILES 1, SUPER_STEPS 4 only (docs/PERF_LOG.md, run 26:
- * 203.9 against 234.3 us at 8 tokens; the 16-token instances lost to the wgmma kernel, run 31; the
- * benchmark build's 2-step super-steps in 3-4 slots lost 6-25 %, run 79),
+ * 203.9 against 234.3 us at 8 tokens; the 16-token instances lost to the wgmma kernel, run 31;
+ * 2-step super-steps in 3-4 slots lost 6-25 % in run 79 and were deleted),
  * ROW_TILES 1 (2, at 8 warps, lost 8-10 % in run 59 and was deleted). */
 template <int GROUP, int ROW_TILES, int TOKEN_TILES, int SUPER_STEPS, int RING_SLOTS, bool WHOLE = false,
           bool TAIL = false, bool SRING = false>
@@ -716,9 +684,9 @@ apply_stream_xs_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, con
 #endif
 }
 
-template <int TOKEN_TILES, int SUPER_STEPS, int RING_SLOTS = kStreamXsRingSlots>
 rad_error_t launch_stream_xs(const ApplyArgs &a, const ApplyPlan &p)
 {
+    constexpr int TOKEN_TILES = 1, SUPER_STEPS = 4, RING_SLOTS = kStreamXsRingSlots;
     void (*kernel)(const uint16_t *, int64_t, int64_t, const int32_t *, const uint16_t *, const uint16_t *, int64_t,
                    uint16_t *) = nullptr;
     const bool g128 = a.group == 128;
@@ -727,12 +695,9 @@ rad_error_t launch_stream_xs(const ApplyArgs &a, const ApplyPlan &p)
      * last (the benchmark build: whole ones without the scales in the ring too, streamxswhole) */
     const bool whole = p.whole_super && a.k % (128 * SUPER_STEPS) == 0;
     if (p.ring_scales) {
-        if constexpr (SUPER_STEPS == 4) { /* stream_warp_rows: the scales in the ring need 4 steps a slot */
-            if (p.row_tiles == 1 && whole)
-                kernel = g128
-                             ? apply_stream_xs_kernel<128, 1, TOKEN_TILES, SUPER_STEPS, RING_SLOTS, true, false, true>
-                             : apply_stream_xs_kernel<256, 1, TOKEN_TILES, SUPER_STEPS, RING_SLOTS, true, false, true>;
-        }
+        if (p.row_tiles == 1 && whole)
+            kernel = g128 ? apply_stream_xs_kernel<128, 1, TOKEN_TILES, SUPER_STEPS, RING_SLOTS, true, false, true>
+                          : apply_stream_xs_kernel<256, 1, TOKEN_TILES, SUPER_STEPS, RING_SLOTS, true, false, true>;
     }
 #if defined(RADIANCE_KERNEL_VARIANTS)
     else if (p.row_tiles == 1 && whole)
@@ -774,7 +739,7 @@ rad_error_t launch_stream_xs(const ApplyArgs &a, const ApplyPlan &p)
  * done its last access to their shared memory (the closing cluster barrier). Needs k % (2 GROUP) ==
  * 0: each half holds whole steps and whole groups (plan_stream_split_k). SUPER steps a ring slot in
  * SLOTS slots: 4 in 2, or where 16 warps' rings of those do not fit beside the activations (k = 5376)
- * 2 in 3 (dispatch.h, kSplitKFineSteps; the benchmark build also has 2 in 4); WHOLE: whole
+ * 2 in 3 (dispatch.h, kSplitKFineSteps; 2 in 4 lost 2-5 % in run 79 and was deleted); WHOLE: whole
  * super-steps in each half, TAIL: all but the last (stream_warp_rows), neither: every step tested. */
 #if defined(RAD_HAS_CLUSTER_LAUNCH)
 
@@ -885,29 +850,21 @@ int split_k_max_clusters(void)
 }
 
 #if defined(RADIANCE_KERNEL_VARIANTS)
-/* The benchmark build's other split-k rings of 2-step super-steps (run 79): in 3 slots whole in
- * each half, for groups of 256, or with the scales in the ring (streamsplitk2s3, streamsplitk2s3sr);
- * in 4 slots, the bytes of 4-step ones (streamsplitk2s4). nullptr for any other plan. */
+/* The benchmark build's other split-k rings of 2-step super-steps in 3 slots (run 79): whole in
+ * each half, for groups of 256, or with the scales in the ring (streamsplitk2s3, streamsplitk2s3sr).
+ * nullptr for any other plan. */
 SplitKKernel split_k_variant_kernel(const ApplyArgs &a, const ApplyPlan &p, int slots)
 {
     constexpr int kFine = kSplitKFineSteps, kFineSlots = kSplitKFineSlots;
-    if (p.super_step != kFine || p.whole_super == p.tail_super) return nullptr;
+    if (p.super_step != kFine || slots != kFineSlots || p.whole_super == p.tail_super) return nullptr;
     const bool g128 = a.group == 128, whole = p.whole_super;
     if (a.group != 128 && a.group != 256) return nullptr;
     if (p.ring_scales) /* whole super-steps, groups of 128: a row's 2 scales in 4 bytes */
-        return g128 && whole && slots == kFineSlots ? apply_stream_split_k_kernel<128, true, true, kFine, kFineSlots>
-                                                    : nullptr;
-    if (slots == kFineSlots)
-        return g128 ? (whole ? apply_stream_split_k_kernel<128, true, false, kFine, kFineSlots>
-                             : apply_stream_split_k_kernel<128, false, false, kFine, kFineSlots, true>)
-                    : (whole ? apply_stream_split_k_kernel<256, true, false, kFine, kFineSlots>
-                             : apply_stream_split_k_kernel<256, false, false, kFine, kFineSlots, true>);
-    if (slots == 4)
-        return g128 ? (whole ? apply_stream_split_k_kernel<128, true, false, kFine, 4>
-                             : apply_stream_split_k_kernel<128, false, false, kFine, 4, true>)
-                    : (whole ? apply_stream_split_k_kernel<256, true, false, kFine, 4>
-                             : apply_stream_split_k_kernel<256, false, false, kFine, 4, true>);
-    return nullptr;
+        return g128 && whole ? apply_stream_split_k_kernel<128, true, true, kFine, kFineSlots> : nullptr;
+    return g128 ? (whole ? apply_stream_split_k_kernel<128, true, false, kFine, kFineSlots>
+                         : apply_stream_split_k_kernel<128, false, false, kFine, kFineSlots, true>)
+                : (whole ? apply_stream_split_k_kernel<256, true, false, kFine, kFineSlots>
+                         : apply_stream_split_k_kernel<256, false, false, kFine, kFineSlots, true>);
 }
 #endif
 
@@ -970,12 +927,7 @@ rad_error_t launch_stream_shared_x(const ApplyArgs &a, const ApplyPlan &p)
         return (rad_error_t)RADIANCE_GPU_EINVAL;
     }
     const int slots = p.ring_slots > 0 ? p.ring_slots : kStreamXsRingSlots;
-    if (p.token_tiles == 1 && p.super_step == 4 && slots == kStreamXsRingSlots) return launch_stream_xs<1, 4>(a, p);
-#if defined(RADIANCE_KERNEL_VARIANTS)
-    /* 2-step super-steps in 3 or 4 ring slots (the benchmark build's, run 79) */
-    if (p.token_tiles == 1 && p.super_step == 2 && slots == 3 && !p.ring_scales) return launch_stream_xs<1, 2, 3>(a, p);
-    if (p.token_tiles == 1 && p.super_step == 2 && slots == 4 && !p.ring_scales) return launch_stream_xs<1, 2, 4>(a, p);
-#endif
+    if (p.token_tiles == 1 && p.super_step == 4 && slots == kStreamXsRingSlots) return launch_stream_xs(a, p);
     return (rad_error_t)RADIANCE_GPU_EINVAL;
 }
 

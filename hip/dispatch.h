@@ -199,8 +199,8 @@ struct Dispatch {
     int super_step, warps, blocks, smem;
     /* kStreamSharedX: 2 where k is split over a cluster pair of blocks (plan_stream_split_k), else 0 */
     int k_parts;
-    /* kStreamSharedX: ring slots per warp (0: kStreamXsRingSlots); the benchmark build's kStream
-     * variants set it and super_step too (0: the library's 2 slots of 4 steps) */
+    /* kStreamSharedX: ring slots per warp (0: kStreamXsRingSlots; split k at k = kSplitKFineMaxK:
+     * kSplitKFineSlots) */
     int ring_slots;
     /* kStream, kStreamSharedX (whole super-steps only): each super-step's scales copied into the
      * ring with its weights (kRingScalesFewTokensMaxK) */
@@ -239,8 +239,9 @@ void plan_vector(const Call &c, Facts &f, Dispatch *p)
  * the caller sets). */
 template <class Facts>
 bool plan_stream_shared_x(const Call &c, Facts &f, int token_tiles, int super_step, int min_warps, bool balance,
-                          bool ring_scales, Dispatch *p, int ring_slots = kStreamXsRingSlots)
+                          bool ring_scales, Dispatch *p)
 {
+    constexpr int ring_slots = kStreamXsRingSlots;
     if (c.m > 8 * token_tiles || (c.group != 128 && c.group != 256)) return false;
     /* per warp */
     const int64_t ring = (int64_t)ring_slots * stream_slot_bytes(1, super_step, c.group, ring_scales);
@@ -283,7 +284,7 @@ bool plan_stream_shared_x(const Call &c, Facts &f, int token_tiles, int super_st
  * the kernel (HIP). ring_scales: the rings carry the scales too where the halves' super-steps are
  * whole and their bytes still leave room for min_warps warps (else the plan without them; 2-step
  * super-steps: groups of 128 only). super_step steps a ring slot in ring_slots slots: 4 in 2 (the library's but
- * at k = 5376), or 2 in 3 or 4 (kSplitKFineSteps; the halves then whole or all but the last). */
+ * at k = 5376), or 2 in 3 (kSplitKFineSteps, kSplitKFineSlots; the halves then whole or all but the last). */
 template <class Facts>
 bool plan_stream_split_k(const Call &c, Facts &f, int min_warps, bool ring_scales, Dispatch *p, int super_step = 4,
                         int ring_slots = kStreamXsRingSlots)

@@ -93,12 +93,11 @@ int variant_plan(const ApplyArgs &a, const Variant &v, ApplyPlan *p)
         break;
     case kVarStreamXs: {
         /* p3 1: the scales in the ring (their bytes in the plan's shared memory), whole super-steps
-         * only; 3 or 4: 2-step super-steps in p3 ring slots */
-        const int steps = v.p3 >= 3 ? 2 : 4, slots = v.p3 >= 3 ? v.p3 : kStreamXsRingSlots;
-        ok = big_groups && plan_stream_shared_x(call_of(a), f, 1, steps, v.p0, v.p1 != 0, v.p3 == 1, p, slots);
+         * only */
+        ok = big_groups && plan_stream_shared_x(call_of(a), f, 1, 4, v.p0, v.p1 != 0, v.p3 == 1, p);
         if (v.p2 == 1) { /* whole super-steps */
             p->whole_super = true;
-            ok = ok && a.k % (128 * steps) == 0;
+            ok = ok && a.k % 512 == 0;
         }
         if (v.p2 == 2) p->tail_super = true; /* the last super-step tested, any k */
         ok = ok && (v.p3 != 1 || p->whole_super);
@@ -119,16 +118,13 @@ int variant_plan(const ApplyArgs &a, const Variant &v, ApplyPlan *p)
             p->ring_scales = true;
             ok = ok && a.m <= 8 && p->whole_super;
         }
-        if (v.p3 >= 3) { /* p3 / 10 steps a slot in p3 % 10 ring slots (run 79) */
-            p->super_step = v.p3 / 10;
-            p->ring_slots = v.p3 % 10;
-            ok = big_groups && v.p0 == kXSkip && v.p2 == 0 && (v.p1 == 1 || a.k % (128 * p->super_step) == 0);
-        }
         break;
     case kVarSplitK:
-        ok = big_groups && (v.p2 >= 3 ? plan_stream_split_k(call_of(a), f, 8, v.p1 == 0, p, 2, v.p2)
-                                       : plan_stream_split_k(call_of(a), f, 8, v.p1 == 0, p));
-        ok = ok && (v.p2 < 3 || v.p1 != 0 || p->ring_scales); /* 2-step with the scales: where they fit */
+        ok = big_groups && (v.p2 == kSplitKFineSlots
+                                ? plan_stream_split_k(call_of(a), f, 8, v.p1 == 0, p, kSplitKFineSteps, v.p2)
+                                : plan_stream_split_k(call_of(a), f, 8, v.p1 == 0, p));
+        ok = ok && (v.p2 == 0 || v.p2 == kSplitKFineSlots); /* the rings the build has */
+        ok = ok && (v.p2 == 0 || v.p1 != 0 || p->ring_scales); /* 2-step with the scales: where they fit */
         if (ok && v.p0 > 0 && p->blocks > v.p0) p->blocks = v.p0;
         break;
     case kVarWgmma: ok = variant_wgmma(a, v.p0, v.p1, v.p2, p); break;
