@@ -1,6 +1,7 @@
 /*
  * apply_common.h - device helpers that more than one apply kernel path uses: the bf16 output with
- * the bias, one code of a packed word, and the matrix paths' dequantization of a nibble pair.
+ * the bias, one code of a packed word, and the matrix paths' dequantization of a nibble pair and of
+ * a packed word into mma.sync A fragments.
  */
 #ifndef RADIANCE_APPLY_COMMON_H
 #define RADIANCE_APPLY_COMMON_H
@@ -32,6 +33,20 @@ __device__ __forceinline__ uint32_t dequant_pair(uint32_t w, int shift)
     /* one LOP3: (w >> shift) & 0x000F000F | 0x43004300 is two bf16 values 128 + nibble */
     const uint32_t biased = rad_nibble_pair_or(w >> shift, 0x43004300u);
     return rad_fma_bf16x2(biased, 0x3F803F80u /* 1, 1 */, 0xC308C308u /* -136, -136 */);
+}
+
+/* The A fragments of the two m16n8k16 mmas of one packed word a thread holds of rows g (w0) and
+ * g + 8 (w1): lo takes the word's first four elements, hi its last four (apply_mma.hip's header) */
+__device__ __forceinline__ void dequant_a_fragments(uint32_t w0, uint32_t w1, uint32_t (&lo)[4], uint32_t (&hi)[4])
+{
+    lo[0] = dequant_pair(w0, 0);
+    lo[1] = dequant_pair(w1, 0);
+    lo[2] = dequant_pair(w0, 4);
+    lo[3] = dequant_pair(w1, 4);
+    hi[0] = dequant_pair(w0, 8);
+    hi[1] = dequant_pair(w1, 8);
+    hi[2] = dequant_pair(w0, 12);
+    hi[3] = dequant_pair(w1, 12);
 }
 
 #endif

@@ -108,6 +108,51 @@ __device__ __forceinline__ void load_stage(Stage<GROUP, ROW_TILES> &st, const in
     }
 }
 
+/* After word i of a step: where a group ends there, its fp32 sums (acc) scaled into the total and
+ * cleared for the next group */
+template <int GROUP, int ROW_TILES, int TOKEN_TILES>
+__device__ __forceinline__ void close_group(const Stage<GROUP, ROW_TILES> &st, int i, int64_t step,
+                                            float (&acc)[ROW_TILES][TOKEN_TILES][4],
+                                            float (&total)[ROW_TILES][TOKEN_TILES][4])
+{
+    if (!group_ends_after<GROUP>(i) || (GROUP == 256 && (step & 1) == 0)) return;
+    const int j = GROUP >= 128 ? 0 : (GROUP == 64 ? i >> 1 : i);
+#pragma unroll
+    for (int mt = 0; mt < ROW_TILES; mt++) {
+        const float s_lo = st.scale[mt][0][j], s_hi = st.scale[mt][1][j];
+#pragma unroll
+        for (int nt = 0; nt < TOKEN_TILES; nt++) {
+            total[mt][nt][0] += s_lo * acc[mt][nt][0];
+            total[mt][nt][1] += s_lo * acc[mt][nt][1];
+            total[mt][nt][2] += s_hi * acc[mt][nt][2];
+            total[mt][nt][3] += s_hi * acc[mt][nt][3];
+#pragma unroll
+            for (int c = 0; c < 4; c++) acc[mt][nt][c] = 0.0f;
+        }
+    }
+}
+
+/* A warp's outputs: rows row0 + 16 mt + g (+ 8), tokens tok0 + 8 nt + 2 t (+ 1), those inside the
+ * head and m only */
+template <int ROW_TILES, int TOKEN_TILES>
+__device__ __forceinline__ void store_total(const float (&total)[ROW_TILES][TOKEN_TILES][4], int64_t row0,
+                                            int64_t tok0, int64_t m, int64_t n, const uint16_t *__restrict__ bias,
+                                            uint16_t *__restrict__ out, int g, int t)
+{
+#pragma unroll
+    for (int mt = 0; mt < ROW_TILES; mt++) {
+#pragma unroll
+        for (int nt = 0; nt < TOKEN_TILES; nt++) {
+#pragma unroll
+            for (int c = 0; c < 4; c++) {
+                const int64_t row = row0 + 16 * mt + g + 8 * (c >> 1);
+                const int64_t tok = tok0 + 8 * nt + 2 * t + (c & 1);
+                if (row < n && tok < m) out[tok * n + row] = out_bf16(total[mt][nt][c], bias, row);
+            }
+        }
+    }
+}
+
 template <int GROUP, int ROW_TILES, int TOKEN_TILES, int PREFETCH, int MIN_BLOCKS>
 __global__ void __launch_bounds__(kMmaWarps * 32, MIN_BLOCKS)
 apply_mma_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const int32_t *__restrict__ packed,
@@ -115,7 +160,6 @@ apply_mma_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const int
                  uint16_t *__restrict__ out, int64_t token_chunks)
 {
 #if defined(RAD_HAS_MMA_BF16)
-    constexpr int GPS = GroupsPerStep<GROUP>::value;
     const int lane = threadIdx.x & 31;
     const int warp = threadIdx.x >> 5;
     const int g = lane >> 2, t = lane & 3;
@@ -166,14 +210,7 @@ apply_mma_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const int
 #pragma unroll
                 for (int mt = 0; mt < ROW_TILES; mt++) {
                     const uint32_t w0 = st.words[mt][0][i], w1 = st.words[mt][1][i];
-                    a_lo[mt][0] = dequant_pair(w0, 0);
-                    a_lo[mt][1] = dequant_pair(w1, 0);
-                    a_lo[mt][2] = dequant_pair(w0, 4);
-                    a_lo[mt][3] = dequant_pair(w1, 4);
-                    a_hi[mt][0] = dequant_pair(w0, 8);
-                    a_hi[mt][1] = dequant_pair(w1, 8);
-                    a_hi[mt][2] = dequant_pair(w0, 12);
-                    a_hi[mt][3] = dequant_pair(w1, 12);
+                    dequant_a_fragments(w0, w1, a_lo[mt], a_hi[mt]);
                 }
 #pragma unroll
                 for (int nt = 0; nt < TOKEN_TILES; nt++) {
@@ -185,41 +222,14 @@ apply_mma_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const int
                         rad_mma_bf16_m16n8k16(acc[mt][nt], a_hi[mt], xv.z, xv.w);
                     }
                 }
-                if (group_ends_after<GROUP>(i) && (GROUP != 256 || (step & 1) == 1)) {
-                    const int j = GROUP >= 128 ? 0 : (GROUP == 64 ? i >> 1 : i);
-#pragma unroll
-                    for (int mt = 0; mt < ROW_TILES; mt++) {
-                        const float s_lo = st.scale[mt][0][j], s_hi = st.scale[mt][1][j];
-#pragma unroll
-                        for (int nt = 0; nt < TOKEN_TILES; nt++) {
-                            total[mt][nt][0] += s_lo * acc[mt][nt][0];
-                            total[mt][nt][1] += s_lo * acc[mt][nt][1];
-                            total[mt][nt][2] += s_hi * acc[mt][nt][2];
-                            total[mt][nt][3] += s_hi * acc[mt][nt][3];
-#pragma unroll
-                            for (int c = 0; c < 4; c++) acc[mt][nt][c] = 0.0f;
-                        }
-                    }
-                }
+                close_group<GROUP, ROW_TILES, TOKEN_TILES>(st, i, step, acc, total);
             }
-            (void)GPS;
             if (step + PREFETCH < nsteps)
                 load_stage<GROUP, ROW_TILES>(st, packed, scales, row0, n, kw, ng, step + PREFETCH, g, t);
         }
     }
 
-#pragma unroll
-    for (int mt = 0; mt < ROW_TILES; mt++) {
-#pragma unroll
-        for (int nt = 0; nt < TOKEN_TILES; nt++) {
-#pragma unroll
-            for (int c = 0; c < 4; c++) {
-                const int64_t row = row0 + 16 * mt + g + 8 * (c >> 1);
-                const int64_t tok = tok0 + 8 * nt + 2 * t + (c & 1);
-                if (row < n && tok < m) out[tok * n + row] = out_bf16(total[mt][nt][c], bias, row);
-            }
-        }
-    }
+    store_total<ROW_TILES, TOKEN_TILES>(total, row0, tok0, m, n, bias, out, g, t);
 #endif
 }
 /* ------------------------------------------------------------------------------------------ */
@@ -334,14 +344,7 @@ apply_tile_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const in
 #pragma unroll
                 for (int mt = 0; mt < ROW_TILES; mt++) {
                     const uint32_t w0 = sg.words[mt][0][i], w1 = sg.words[mt][1][i];
-                    a_lo[mt][0] = dequant_pair(w0, 0);
-                    a_lo[mt][1] = dequant_pair(w1, 0);
-                    a_lo[mt][2] = dequant_pair(w0, 4);
-                    a_lo[mt][3] = dequant_pair(w1, 4);
-                    a_hi[mt][0] = dequant_pair(w0, 8);
-                    a_hi[mt][1] = dequant_pair(w1, 8);
-                    a_hi[mt][2] = dequant_pair(w0, 12);
-                    a_hi[mt][3] = dequant_pair(w1, 12);
+                    dequant_a_fragments(w0, w1, a_lo[mt], a_hi[mt]);
                 }
 #pragma unroll
                 for (int nt = 0; nt < TOKEN_TILES; nt++) {
@@ -352,40 +355,14 @@ apply_tile_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const in
                         rad_mma_bf16_m16n8k16(acc[mt][nt], a_hi[mt], xv.z, xv.w);
                     }
                 }
-                if (group_ends_after<GROUP>(i) && (GROUP != 256 || (step & 1) == 1)) {
-                    const int j = GROUP >= 128 ? 0 : (GROUP == 64 ? i >> 1 : i);
-#pragma unroll
-                    for (int mt = 0; mt < ROW_TILES; mt++) {
-                        const float s_lo = sg.scale[mt][0][j], s_hi = sg.scale[mt][1][j];
-#pragma unroll
-                        for (int nt = 0; nt < TOKEN_TILES; nt++) {
-                            total[mt][nt][0] += s_lo * acc[mt][nt][0];
-                            total[mt][nt][1] += s_lo * acc[mt][nt][1];
-                            total[mt][nt][2] += s_hi * acc[mt][nt][2];
-                            total[mt][nt][3] += s_hi * acc[mt][nt][3];
-#pragma unroll
-                            for (int q = 0; q < 4; q++) acc[mt][nt][q] = 0.0f;
-                        }
-                    }
-                }
+                close_group<GROUP, ROW_TILES, TOKEN_TILES>(sg, i, step, acc, total);
             }
             if (step + PREFETCH < nsteps)
                 load_stage<GROUP, ROW_TILES>(sg, packed, scales, row0, n, kw, ng, step + PREFETCH, g, t);
         }
     }
 
-#pragma unroll
-    for (int mt = 0; mt < ROW_TILES; mt++) {
-#pragma unroll
-        for (int nt = 0; nt < TOKEN_TILES; nt++) {
-#pragma unroll
-            for (int q = 0; q < 4; q++) {
-                const int64_t row = row0 + 16 * mt + g + 8 * (q >> 1);
-                const int64_t tok = tok0 + 8 * nt + 2 * t + (q & 1);
-                if (row < n && tok < m) out[tok * n + row] = out_bf16(total[mt][nt][q], bias, row);
-            }
-        }
-    }
+    store_total<ROW_TILES, TOKEN_TILES>(total, row0, tok0, m, n, bias, out, g, t);
 #endif
 }
 

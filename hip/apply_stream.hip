@@ -332,14 +332,7 @@ __device__ __forceinline__ void stream_warp_rows(const uint16_t *__restrict__ x,
 #pragma unroll
                 for (int mt = 0; mt < ROW_TILES; mt++) {
                     const uint32_t w0 = wv[2 * mt][i], w1 = wv[2 * mt + 1][i];
-                    a_lo[mt][0] = dequant_pair(w0, 0);
-                    a_lo[mt][1] = dequant_pair(w1, 0);
-                    a_lo[mt][2] = dequant_pair(w0, 4);
-                    a_lo[mt][3] = dequant_pair(w1, 4);
-                    a_hi[mt][0] = dequant_pair(w0, 8);
-                    a_hi[mt][1] = dequant_pair(w1, 8);
-                    a_hi[mt][2] = dequant_pair(w0, 12);
-                    a_hi[mt][3] = dequant_pair(w1, 12);
+                    dequant_a_fragments(w0, w1, a_lo[mt], a_hi[mt]);
                 }
 #pragma unroll
                 for (int nt = 0; nt < TOKEN_TILES; nt++)
