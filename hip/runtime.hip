@@ -130,15 +130,25 @@ int rad_device_sm(void)
 #endif
 }
 
+#if defined(RAD_HIP)
+/* The current device's properties into prop; false (the error cleared) where the runtime cannot
+ * say */
+static bool current_device_props(hipDeviceProp_t *prop)
+{
+    int dev = 0;
+    if (hipGetDevice(&dev) != hipSuccess || hipGetDeviceProperties(prop, dev) != hipSuccess) {
+        (void)hipGetLastError();
+        return false;
+    }
+    return true;
+}
+#endif
+
 int rad_wmma_arch(void)
 {
 #if defined(RAD_HIP)
-    int dev = 0;
     hipDeviceProp_t prop;
-    if (hipGetDevice(&dev) != hipSuccess || hipGetDeviceProperties(&prop, dev) != hipSuccess) {
-        (void)hipGetLastError();
-        return 0;
-    }
+    if (!current_device_props(&prop)) return 0;
     /* "gfx1201:sramecc-:xnack-" and the like: the family is in the first digits */
     if (strncmp(prop.gcnArchName, "gfx12", 5) == 0) return 12;
     if (strncmp(prop.gcnArchName, "gfx11", 5) == 0) return 11;
@@ -151,12 +161,8 @@ int rad_wmma_arch(void)
 int rad_mfma_arch(void)
 {
 #if defined(RAD_HIP)
-    int dev = 0;
     hipDeviceProp_t prop;
-    if (hipGetDevice(&dev) != hipSuccess || hipGetDeviceProperties(&prop, dev) != hipSuccess) {
-        (void)hipGetLastError();
-        return 0;
-    }
+    if (!current_device_props(&prop)) return 0;
     /* "gfx942:sramecc+:xnack-" and the like; gfx908 (MI100) has no bf16_1k MFMA, gfx950 is not built */
     static const char *const kNames[] = {"gfx90a", "gfx940", "gfx941", "gfx942"};
     for (const char *name : kNames)
@@ -171,15 +177,12 @@ int rad_mfma_arch(void)
 
 void rad_device_name(char *buf, size_t size)
 {
-    int dev = 0;
     snprintf(buf, size, "unknown GPU");
 #if defined(RAD_HIP)
     hipDeviceProp_t prop;
-    if (hipGetDevice(&dev) == hipSuccess && hipGetDeviceProperties(&prop, dev) == hipSuccess)
-        snprintf(buf, size, "%s, %s", prop.name, prop.gcnArchName);
-    else
-        (void)hipGetLastError();
+    if (current_device_props(&prop)) snprintf(buf, size, "%s, %s", prop.name, prop.gcnArchName);
 #else
+    int dev = 0;
     cudaDeviceProp prop;
     if (cudaGetDevice(&dev) == cudaSuccess && cudaGetDeviceProperties(&prop, dev) == cudaSuccess)
         snprintf(buf, size, "%s", prop.name);
