@@ -677,9 +677,9 @@ apply_stream_xs_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, con
 #endif
 }
 
+template <int TOKEN_TILES, int SUPER_STEPS>
 rad_error_t launch_stream_xs(const ApplyArgs &a, const ApplyPlan &p)
 {
-    constexpr int TOKEN_TILES = 1, SUPER_STEPS = 4, RING_SLOTS = kStreamXsRingSlots;
     void (*kernel)(const uint16_t *, int64_t, int64_t, const int32_t *, const uint16_t *, const uint16_t *, int64_t,
                    uint16_t *) = nullptr;
     const bool g128 = a.group == 128;
@@ -689,22 +689,22 @@ rad_error_t launch_stream_xs(const ApplyArgs &a, const ApplyPlan &p)
     const bool whole = p.whole_super && a.k % (128 * SUPER_STEPS) == 0;
     if (p.ring_scales) {
         if (p.row_tiles == 1 && whole)
-            kernel = g128 ? apply_stream_xs_kernel<128, 1, TOKEN_TILES, SUPER_STEPS, RING_SLOTS, true, false, true>
-                          : apply_stream_xs_kernel<256, 1, TOKEN_TILES, SUPER_STEPS, RING_SLOTS, true, false, true>;
+            kernel = g128 ? apply_stream_xs_kernel<128, 1, TOKEN_TILES, SUPER_STEPS, kStreamXsRingSlots, true, false, true>
+                          : apply_stream_xs_kernel<256, 1, TOKEN_TILES, SUPER_STEPS, kStreamXsRingSlots, true, false, true>;
     }
 #if defined(RADIANCE_KERNEL_VARIANTS)
     else if (p.row_tiles == 1 && whole)
-        kernel = g128 ? apply_stream_xs_kernel<128, 1, TOKEN_TILES, SUPER_STEPS, RING_SLOTS, true>
-                      : apply_stream_xs_kernel<256, 1, TOKEN_TILES, SUPER_STEPS, RING_SLOTS, true>;
+        kernel = g128 ? apply_stream_xs_kernel<128, 1, TOKEN_TILES, SUPER_STEPS, kStreamXsRingSlots, true>
+                      : apply_stream_xs_kernel<256, 1, TOKEN_TILES, SUPER_STEPS, kStreamXsRingSlots, true>;
 #endif
     else if (p.row_tiles == 1 && p.tail_super && !p.whole_super)
-        kernel = g128 ? apply_stream_xs_kernel<128, 1, TOKEN_TILES, SUPER_STEPS, RING_SLOTS, false, true>
-                      : apply_stream_xs_kernel<256, 1, TOKEN_TILES, SUPER_STEPS, RING_SLOTS, false, true>;
+        kernel = g128 ? apply_stream_xs_kernel<128, 1, TOKEN_TILES, SUPER_STEPS, kStreamXsRingSlots, false, true>
+                      : apply_stream_xs_kernel<256, 1, TOKEN_TILES, SUPER_STEPS, kStreamXsRingSlots, false, true>;
 #if defined(RADIANCE_KERNEL_VARIANTS)
     /* every step tested against k (streamxs; the library's before run 60) */
     else if (p.row_tiles == 1 && !p.whole_super && !p.tail_super)
-        kernel = g128 ? apply_stream_xs_kernel<128, 1, TOKEN_TILES, SUPER_STEPS, RING_SLOTS>
-                      : apply_stream_xs_kernel<256, 1, TOKEN_TILES, SUPER_STEPS, RING_SLOTS>;
+        kernel = g128 ? apply_stream_xs_kernel<128, 1, TOKEN_TILES, SUPER_STEPS, kStreamXsRingSlots>
+                      : apply_stream_xs_kernel<256, 1, TOKEN_TILES, SUPER_STEPS, kStreamXsRingSlots>;
 #endif
     if (kernel == nullptr) return (rad_error_t)RADIANCE_GPU_EINVAL;
     rad_error_t err = rad_func_set_max_dynamic_smem(kernel, p.smem);
@@ -920,7 +920,7 @@ rad_error_t launch_stream_shared_x(const ApplyArgs &a, const ApplyPlan &p)
         return (rad_error_t)RADIANCE_GPU_EINVAL;
     }
     const int slots = p.ring_slots > 0 ? p.ring_slots : kStreamXsRingSlots;
-    if (p.token_tiles == 1 && p.super_step == 4 && slots == kStreamXsRingSlots) return launch_stream_xs(a, p);
+    if (p.token_tiles == 1 && p.super_step == 4 && slots == kStreamXsRingSlots) return launch_stream_xs<1, 4>(a, p);
     return (rad_error_t)RADIANCE_GPU_EINVAL;
 }
 

@@ -241,10 +241,9 @@ template <class Facts>
 bool plan_stream_shared_x(const Call &c, Facts &f, int token_tiles, int super_step, int min_warps, bool balance,
                           bool ring_scales, Dispatch *p)
 {
-    constexpr int ring_slots = kStreamXsRingSlots;
     if (c.m > 8 * token_tiles || (c.group != 128 && c.group != 256)) return false;
     /* per warp */
-    const int64_t ring = (int64_t)ring_slots * stream_slot_bytes(1, super_step, c.group, ring_scales);
+    const int64_t ring = (int64_t)kStreamXsRingSlots * stream_slot_bytes(1, super_step, c.group, ring_scales);
     const int64_t xbytes = (int64_t)token_tiles * 16 * c.k;
     const int64_t optin = f.smem_optin();
     const int64_t sms = f.sm_count();
@@ -271,7 +270,7 @@ bool plan_stream_shared_x(const Call &c, Facts &f, int token_tiles, int super_st
     p->warps = (int)warps;
     p->blocks = (int)blocks_for(warps);
     p->smem = (int)(warps * ring + xbytes);
-    p->ring_slots = ring_slots;
+    p->ring_slots = kStreamXsRingSlots;
     p->ring_scales = ring_scales;
     return true;
 }

@@ -91,9 +91,8 @@ int variant_plan(const ApplyArgs &a, const Variant &v, ApplyPlan *p)
         p->x_mode = v.p1;
         ok = big_groups;
         break;
-    case kVarStreamXs: {
-        /* p3 1: the scales in the ring (their bytes in the plan's shared memory), whole super-steps
-         * only */
+    case kVarStreamXs:
+        /* p3 1: the scales in the ring (their bytes in the plan's shared memory), whole super-steps only */
         ok = big_groups && plan_stream_shared_x(call_of(a), f, 1, 4, v.p0, v.p1 != 0, v.p3 == 1, p);
         if (v.p2 == 1) { /* whole super-steps */
             p->whole_super = true;
@@ -102,7 +101,6 @@ int variant_plan(const ApplyArgs &a, const Variant &v, ApplyPlan *p)
         if (v.p2 == 2) p->tail_super = true; /* the last super-step tested, any k */
         ok = ok && (v.p3 != 1 || p->whole_super);
         break;
-    }
     case kVarStreamWhole:
         p->path = ApplyPath::kStream;
         p->row_tiles = p->token_tiles = 1;
