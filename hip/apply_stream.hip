@@ -731,9 +731,10 @@ rad_error_t launch_stream_xs(const ApplyArgs &a, const ApplyPlan &p)
  * units, so each warp's partner is the warp of the same index. Both blocks stay until the other has
  * done its last access to their shared memory (the closing cluster barrier). Needs k % (2 GROUP) ==
  * 0: each half holds whole steps and whole groups (plan_stream_split_k). SUPER steps a ring slot in
- * SLOTS slots: 4 in 2, or where 16 warps' rings of those do not fit beside the activations (k = 5376)
- * 2 in 3 (dispatch.h, kSplitKFineSteps; 2 in 4 lost 2-5 % in run 79 and was deleted); WHOLE: whole
- * super-steps in each half, TAIL: all but the last (stream_warp_rows), neither: every step tested. */
+ * SLOTS slots: 4 in 2, or 2 in 3 (dispatch.h, kSplitKFineSteps): with the scales in the ring at k =
+ * 1024-6144 (run 80), and where 16 warps' rings of 4 steps do not fit beside the activations (k =
+ * 5376; 2 in 4 lost 2-5 % in run 79 and was deleted); WHOLE: whole super-steps in each half, TAIL:
+ * all but the last (stream_warp_rows), neither: every step tested; SRING: the scales in the ring. */
 #if defined(RAD_HAS_CLUSTER_LAUNCH)
 
 template <int GROUP, bool WHOLE, bool SRING = false, int SUPER = 4, int SLOTS = kStreamXsRingSlots, bool TAIL = false>
@@ -844,16 +845,14 @@ int split_k_max_clusters(void)
 
 #if defined(RADIANCE_KERNEL_VARIANTS)
 /* The benchmark build's other split-k rings of 2-step super-steps in 3 slots (run 79): whole in
- * each half, for groups of 256, or with the scales in the ring (streamsplitk2s3, streamsplitk2s3sr).
- * nullptr for any other plan. */
+ * each half without the scales, or for groups of 256 (streamsplitk2s3). nullptr for any other plan. */
 SplitKKernel split_k_variant_kernel(const ApplyArgs &a, const ApplyPlan &p, int slots)
 {
     constexpr int kFine = kSplitKFineSteps, kFineSlots = kSplitKFineSlots;
     if (p.super_step != kFine || slots != kFineSlots || p.whole_super == p.tail_super) return nullptr;
     const bool g128 = a.group == 128, whole = p.whole_super;
     if (a.group != 128 && a.group != 256) return nullptr;
-    if (p.ring_scales) /* whole super-steps, groups of 128: a row's 2 scales in 4 bytes */
-        return g128 && whole ? apply_stream_split_k_kernel<128, true, true, kFine, kFineSlots> : nullptr;
+    if (p.ring_scales) return nullptr; /* the library's (groups of 128, whole) or none */
     return g128 ? (whole ? apply_stream_split_k_kernel<128, true, false, kFine, kFineSlots>
                          : apply_stream_split_k_kernel<128, false, false, kFine, kFineSlots, true>)
                 : (whole ? apply_stream_split_k_kernel<256, true, false, kFine, kFineSlots>
@@ -875,16 +874,17 @@ rad_error_t launch_stream_split_k(const ApplyArgs &a, const ApplyPlan &p)
             kernel = p.ring_scales   ? apply_stream_split_k_kernel<256, true, true>
                      : p.whole_super ? apply_stream_split_k_kernel<256, true>
                                      : apply_stream_split_k_kernel<256, false>;
-    } else if (super_step == kSplitKFineSteps && slots == kSplitKFineSlots && p.tail_super && !p.whole_super &&
-               !p.ring_scales && a.group == 128) {
-        /* 2-step super-steps in 3 ring slots where 4-step ones leave room for too few warps (k = 5376,
-         * groups of 128: the last super-step of each half tested) */
-        kernel = apply_stream_split_k_kernel<128, false, false, kSplitKFineSteps, kSplitKFineSlots, true>;
+    } else if (super_step == kSplitKFineSteps && slots == kSplitKFineSlots && a.group == 128) {
+        /* 2-step super-steps in 3 ring slots: whole in each half with the scales in the ring (k =
+         * 1024-6144), or where 4-step ones leave room for too few warps (k = 5376: the last
+         * super-step of each half tested) */
+        if (p.whole_super && p.ring_scales)
+            kernel = apply_stream_split_k_kernel<128, true, true, kSplitKFineSteps, kSplitKFineSlots>;
+        else if (p.tail_super && !p.whole_super && !p.ring_scales)
+            kernel = apply_stream_split_k_kernel<128, false, false, kSplitKFineSteps, kSplitKFineSlots, true>;
     }
 #if defined(RADIANCE_KERNEL_VARIANTS)
-    else {
-        kernel = split_k_variant_kernel(a, p, slots);
-    }
+    if (kernel == nullptr) kernel = split_k_variant_kernel(a, p, slots);
 #endif
     if (kernel == nullptr || p.blocks < 2 || p.blocks % 2 != 0 || a.k % (2 * a.group) != 0 ||
         ((p.whole_super || p.ring_scales) && a.k % (2 * 128 * super_step) != 0) || (p.ring_scales && !p.whole_super))

@@ -103,6 +103,21 @@ constexpr int kSplitKTokenTiles = 2;
 constexpr int kSplitKFineSteps = 2;
 constexpr int kSplitKFineSlots = 3;
 constexpr int64_t kSplitKFineMaxK = 5376;
+/* split k in the same 2-step slots with each super-step's two scales a row in the ring (groups of
+ * 128, whole super-steps in each half: k % 512 == 0), from k = kSplitKFineScalesMinK to
+ * kSplitKFineScalesMaxK where 16 warps of those fit (on an H200 to k = 6656): the
+ * scales no longer wait on global memory, two super-steps are in flight, and at k = 5120-6144,
+ * where 4-step slots with the scales fit fewer than 16 warps, 16 fit. H200, docs/PERF_LOG.md
+ * twenty-fourth round, run 80, two loops, us at 9 / 16 tokens against the plan before (4-step
+ * slots, the scales in them at k <= 4096; the wgmma pipe kernel at 6144): 151936 x 1024 36.6 /
+ * 39.0 against 37.7 / 39.7, 128256 x 2048 53.6 / 55.0 against 53.6 / 55.1, 151936 x 3072 82.1 /
+ * 85.3 against 83.8 / 87.7, 151936 x 3584 93.2 / 95.9 against 108.5 / 111.9, 128256 x 4096 93.3 /
+ * 96.4 against 96.9 / 100.7, 151936 x 4608 114.6 / 118.4 against 133.6 / 137.4, 248320 x 5120
+ * 199.3 / 206.7 against 218.5 / 224.8, 151936 x 6144 148.0 / 153.6 against 181.3 / 182.4.
+ * Nsight Compute, 248320 x 5120 at 16 tokens: the long-scoreboard stall falls from 2.09 to 0.20
+ * per issued instruction, issue active 54 -> 63 % */
+constexpr int64_t kSplitKFineScalesMinK = 1024;
+constexpr int64_t kSplitKFineScalesMaxK = 6144;
 constexpr int kSplitKSlot = 32 * kSplitKTokenTiles * 4 * 4; /* per warp: a lane's fp32 sums, 2 tiles x 4 */
 constexpr int kSplitKBars = 2 * 8;                          /* per warp: full and empty mbarriers */
 constexpr int kVectorChunkFloats = 36;   /* LDS floats per 32-column chunk of the vector kernel (4 of pad) */
@@ -772,16 +787,23 @@ Dispatch decide(const Call &c, Facts &f, int refuse)
      * against the wgmma kernel's 248.7 / 266.1 us at 12 / 16 tokens (docs/PERF_LOG.md seventh
      * round); the halves' scales in the rings where their super-steps are whole and that fits too
      * (k <= 4096 on an H200, groups of 128; run 64) */
-    if (c.m <= 16 && big_groups && !(refuse & RADIANCE_GPU_TEST_NO_SHARED_X) &&
-        plan_stream_split_k(c, f, kSharedXMinWarps, true, &p))
-        return p;
+    const bool split_k = c.m <= 16 && big_groups && !(refuse & RADIANCE_GPU_TEST_NO_SHARED_X);
+    /* from k = kSplitKFineScalesMinK to kSplitKFineScalesMaxK with whole super-steps, groups of 128:
+     * 2-step super-steps in 3 slots that carry the scales, where 16 warps of those fit (run 80) */
+    if (split_k && c.group == 128 && c.k >= kSplitKFineScalesMinK && c.k <= kSplitKFineScalesMaxK &&
+        c.k % (2 * 128 * kSplitKFineSteps) == 0) {
+        Dispatch q = {};
+        if (plan_stream_split_k(c, f, kSharedXMinWarps, true, &q, kSplitKFineSteps, kSplitKFineSlots) &&
+            q.ring_scales)
+            return q;
+    }
+    if (split_k && plan_stream_split_k(c, f, kSharedXMinWarps, true, &p)) return p;
     /* where 16 warps' rings of 4-step slots do not fit beside the halves' activations (k > 5296 on
      * an H200) but k <= kSplitKFineMaxK, 2-step super-steps in 3 slots: 3/4 of the ring's bytes, as
      * many in flight (kSplitKFineSteps). The library builds the one kernel this takes on an H100 /
      * H200 (k = 5376): groups of 128, halves that end in a part super-step */
     const bool fine_k = c.group == 128 && c.k <= kSplitKFineMaxK && c.k % (2 * 128 * kSplitKFineSteps) != 0;
-    if (c.m <= 16 && fine_k && !(refuse & RADIANCE_GPU_TEST_NO_SHARED_X) &&
-        plan_stream_split_k(c, f, kSharedXMinWarps, false, &p, kSplitKFineSteps, kSplitKFineSlots))
+    if (split_k && fine_k && plan_stream_split_k(c, f, kSharedXMinWarps, false, &p, kSplitKFineSteps, kSplitKFineSlots))
         return p;
     /* more than 32 tokens (17-32 for k <= kFoldFewTokensMaxK; 9-32 for groups under 128, which the
      * kernels below serve only by mma.sync): the group scale folded into the dequantized weights,

@@ -858,32 +858,38 @@ def test_apply_gpu_persistent_stream_units_match_float64(m, k, group_size):
             assert kernel_template_args(prof, "apply_stream_xs_kernel") == (
                 str(group_size), "1", "1", "4", "2", whole, tail, whole)
         else:  # apply_stream_split_k_kernel<group, whole super-steps in each half, scales in the ring (whole),
-            # steps a slot, slots, tail>
-            whole = "true" if k % 1024 == 0 else "false"
+            # steps a slot, slots, tail>: 2-step super-steps in 3 slots with the scales for groups of
+            # 128 where they are whole (k = 2048; hip/dispatch.h, kSplitKFineScalesMinK), else 4-step ones
+            fine = group_size == 128 and k % 512 == 0
+            whole = "true" if k % (512 if fine else 1024) == 0 else "false"
             assert kernel_template_args(prof, "apply_stream_split_k_kernel") == (
-                str(group_size), whole, whole, "4", "2", "false")
+                str(group_size), whole, whole, "2" if fine else "4", "3" if fine else "2", "false")
     assert np.isfinite(got).all(), f"unwritten outputs (seed {seed})"
     assert_within_bf16_of_float64(got, x, packed, scales, group_size, bias, seed)
 
 
-# Split k at 9-16 tokens where 16 warps' rings of 4-step slots do not fit beside the halves'
-# activations (k > 5296 on an H200, groups of 128) and k <= 5376: 2-step super-steps in 3 ring slots
-# (hip/dispatch.h, kSplitKFineSteps). k = 5376: halves of 21 steps, the last super-step of each half
-# a single step, tested against the half's end. n = 1001 (a partial last unit) or 17000-21000 rows
-# (an H200 runs 16896 a round, so some warps take a second unit, their ring run on into it). Which
-# kernel ran is read from the profiler on an H100 / H200 (elsewhere the float64 check only); an
-# all-zero row, a bias at odd m, nothing written past the output.
-@pytest.mark.parametrize("m", [9, 12, 13, 16])
+# Split k at 9-16 tokens in 2-step super-steps in 3 ring slots (hip/dispatch.h, kSplitKFineSteps),
+# groups of 128: where k % 512 == 0 (here 3584-6144) whole in each half with each super-step's
+# scales in the ring (kSplitKFineScalesMinK; 3584: halves of 7 super-steps; 6144: 16 warps fit
+# only in these slots); at k = 5376, where 16 warps' rings of 4-step slots do not fit beside the
+# halves' activations, halves of 21 steps whose last super-step is a single step, tested against
+# the half's end. n = 1001 (a partial last unit) or 17000-21000 rows (an H200 runs 16896 a round, so
+# some warps take a second unit, their ring, scales included, run on into it). Which kernel ran is
+# read from the profiler on an H100 / H200 (elsewhere the float64 check only); an all-zero row, a
+# bias at odd m, nothing written past the output.
+@pytest.mark.parametrize("m", [9, 13, 16])
 @pytest.mark.parametrize("rows", ["partial", "second_unit"])
-def test_apply_gpu_split_k_fine_ring_matches_float64(m, rows):
+@pytest.mark.parametrize("k", [3584, 4096, 5120, 5376, 6144])
+def test_apply_gpu_split_k_fine_ring_matches_float64(m, rows, k):
     rng, seed = fresh_rng()
-    k = 5376
     n = 1001 if rows == "partial" else int(rng.integers(17000, 21000)) | 1
     x, packed, scales, bias = random_call(rng, m, n, k, 128, m % 2, zero_row=int(rng.integers(n)))
     prof, got = guarded_apply(x, packed, scales, bias, 128, seed)
     if profiled_on_hopper():
         # apply_stream_split_k_kernel<group, whole, scales in the ring, steps a slot, slots, tail>
-        assert kernel_template_args(prof, "apply_stream_split_k_kernel") == ("128", "false", "false", "2", "3", "true")
+        whole = "true" if k % 512 == 0 else "false"
+        assert kernel_template_args(prof, "apply_stream_split_k_kernel") == (
+            "128", whole, whole, "2", "3", "false" if k % 512 == 0 else "true")
     assert np.isfinite(got).all(), f"unwritten outputs (seed {seed})"
     assert_within_bf16_of_float64(got, x, packed, scales, 128, bias, seed)
 

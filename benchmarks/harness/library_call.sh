@@ -3,9 +3,10 @@
 # RADIANCE_GPU=cuda RADIANCE_GPU_ARCHS=90), carried as python/radiance/_C.abi3.so. Two calls, since
 # one call's 600 s no longer hold both (2026-12-04: the whole tests/test_gpu.py, 774 tests, passed
 # 88 % of itself in 420 s on one H200, so it has 530 s; gpu.py takes about 145 s):
-#   device: OUT=... bash benchmarks/harness/library_call.sh tests "stream_plans and (640-128-1 or 5376-128-6)"
-#     the whole tests/test_gpu.py, then compute-sanitizer's memcheck of the tests that the second
-#     argument selects (pytest -k, without the profiler); carry python/radiance/_C.abi3.so
+#   device: OUT=... [TESTS_K=...] bash benchmarks/harness/library_call.sh tests "stream_plans and (640-128-1 or 5376-128-6)"
+#     the whole tests/test_gpu.py (or the tests TESTS_K selects, pytest -k, where it no longer fits
+#     one call), then compute-sanitizer's memcheck of the tests that the second argument selects
+#     (pytest -k, without the profiler); carry python/radiance/_C.abi3.so
 #   device: OUT=... bash benchmarks/harness/library_call.sh bench
 #     benchmarks/gpu.py on its seven heads, beside Humming (vLLM's W4A16 kernel) from its wheel;
 #     carry python/radiance/_C.abi3.so and .carry/whl
@@ -14,7 +15,7 @@ mode=${1:?"tests SELECTION, or bench"}
 ls python/radiance/_C*.so || exit 1
 if [ "$mode" = tests ]; then
     selection=${2:?"the tests to run under memcheck (pytest -k)"}
-    logged test 530 python3 -m pytest -q -p no:cacheprovider tests/test_gpu.py
+    logged test 530 python3 -m pytest -q -p no:cacheprovider tests/test_gpu.py ${TESTS_K:+-k "$TESTS_K"}
     tail -1 "$OUT/test.log"; grep -E "^FAILED|^E  " "$OUT/test.log" | head -12
     RADIANCE_TEST_NO_PROFILER=1 logged memcheck 60 compute-sanitizer --tool memcheck --error-exitcode 9 \
         python3 -m pytest -q -p no:cacheprovider tests/test_gpu.py -k "$selection"
