@@ -70,9 +70,12 @@ static float rad_f16_to_float(uint16_t h) {
     return bits_float(sign | ((exponent + 112u) << 23) | (mantissa << 13));
 }
 
-/* Convert count elements of src (dtype) starting at element offset into dst. */
+/* Convert count elements of src (dtype) starting at element offset into dst. An empty src may
+ * have no memory at all (a DLPack tensor of no elements may carry a null data pointer), which
+ * memcpy must not be handed even for 0 bytes. */
 RAD_INLINE void load_floats(const void *src, int dtype, int64_t offset, int64_t count,
                                float *dst) {
+    if (count <= 0) return;
     if (dtype == RAD_F32) {
         memcpy(dst, (const float *)src + offset, (size_t)count * sizeof(float));
     } else if (dtype == RAD_BF16) {

@@ -430,6 +430,19 @@ def test_a_stride_lie_on_extent_one_dimensions_is_no_lie(worker):
         check(worker, case)
 
 
+def test_an_empty_x_with_a_null_data_pointer_is_taken(worker):
+    # Hypothesis's find: x of no elements (m = 0) whose DLPack data pointer is null, as a producer
+    # may hand out for an empty tensor; the CPU path copied 0 bytes from it (memcpy's source must
+    # not be null even then: UBSan). Nothing to compute, with or without rows and bias.
+    for n, bias in ((0, False), (3, True)):
+        case = {"fn": "apply", "seed": 0, "m": 0, "n": n, "k": 32, "group_size": 32, "k_x": 32,
+                "bias": bias, "clip": "mse", "bad_nibble": False,
+                "args": {"x": dict(PLAIN, kind="forged", versioned=False, lie={"data": 0}), "packed": PLAIN,
+                         "scales": PLAIN, "bias": PLAIN, "out": PLAIN}}
+        assert worker.run(case)["outcome"] == "ok", n
+        check(worker, case)
+
+
 @FUZZ
 @given(case=quantize_cases())
 def test_fuzz_quantize_rows(worker, case):
