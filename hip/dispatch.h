@@ -106,8 +106,9 @@ constexpr int64_t kSplitKFineMaxK = 5376;
 /* split k in the same 2-step slots with each super-step's two scales a row in the ring (groups of
  * 128, whole super-steps in each half: k % 512 == 0), from k = kSplitKFineScalesMinK to
  * kSplitKFineScalesMaxK where 16 warps of those fit (on an H200 to k = 6656): the
- * scales no longer wait on global memory, two super-steps are in flight, and at k = 5120-6144,
- * where 4-step slots with the scales fit fewer than 16 warps, 16 fit. H200, docs/PERF_LOG.md
+ * scales no longer wait on global memory, two super-steps are in flight, at k = 5120-6144, where
+ * 4-step slots with the scales fit fewer than 16 warps, 16 fit, and at k % 1024 != 0 (3584, 4608)
+ * no step is tested, as 4-step super-steps would be there. H200, docs/PERF_LOG.md
  * twenty-fourth round, run 80, two loops, us at 9 / 16 tokens against the plan before (4-step
  * slots, the scales in them at k <= 4096; the wgmma pipe kernel at 6144): 151936 x 1024 36.6 /
  * 39.0 against 37.7 / 39.7, 128256 x 2048 53.6 / 55.0 against 53.6 / 55.1, 151936 x 3072 82.1 /
