@@ -789,10 +789,11 @@ Dispatch decide(const Call &c, Facts &f, int refuse)
      * round); the halves' scales in the rings where their super-steps are whole and that fits too
      * (k <= 4096 on an H200, groups of 128; run 64) */
     const bool split_k = c.m <= 16 && big_groups && !(refuse & RADIANCE_GPU_TEST_NO_SHARED_X);
+    /* halves of whole 2-step super-steps (k % 512 == 0) */
+    const bool fine_whole = c.k % (2 * 128 * kSplitKFineSteps) == 0;
     /* from k = kSplitKFineScalesMinK to kSplitKFineScalesMaxK with whole super-steps, groups of 128:
      * 2-step super-steps in 3 slots that carry the scales, where 16 warps of those fit (run 80) */
-    if (split_k && c.group == 128 && c.k >= kSplitKFineScalesMinK && c.k <= kSplitKFineScalesMaxK &&
-        c.k % (2 * 128 * kSplitKFineSteps) == 0) {
+    if (split_k && c.group == 128 && c.k >= kSplitKFineScalesMinK && c.k <= kSplitKFineScalesMaxK && fine_whole) {
         Dispatch q = {};
         if (plan_stream_split_k(c, f, kSharedXMinWarps, true, &q, kSplitKFineSteps, kSplitKFineSlots) &&
             q.ring_scales)
@@ -803,7 +804,7 @@ Dispatch decide(const Call &c, Facts &f, int refuse)
      * an H200) but k <= kSplitKFineMaxK, 2-step super-steps in 3 slots: 3/4 of the ring's bytes, as
      * many in flight (kSplitKFineSteps). The library builds the one kernel this takes on an H100 /
      * H200 (k = 5376): groups of 128, halves that end in a part super-step */
-    const bool fine_k = c.group == 128 && c.k <= kSplitKFineMaxK && c.k % (2 * 128 * kSplitKFineSteps) != 0;
+    const bool fine_k = c.group == 128 && c.k <= kSplitKFineMaxK && !fine_whole;
     if (split_k && fine_k && plan_stream_split_k(c, f, kSharedXMinWarps, false, &p, kSplitKFineSteps, kSplitKFineSlots))
         return p;
     /* more than 32 tokens (17-32 for k <= kFoldFewTokensMaxK; 9-32 for groups under 128, which the
