@@ -310,8 +310,9 @@ def fold_cuts(m, n, k, tokens, wgs, blocks, sms):
     return blocks == 1 and fold_tail_parts(tiles, sms, k) > 1
 
 
-def apply_c_entry(x, packed, scales, bias, group_size, out):
-    """radiance_gpu_apply (csrc/include/radiance/radiance_gpu.h) on torch tensors, no Python checks."""
+def apply_c_entry(x, packed, scales, bias, group_size, out, expect=0):
+    """radiance_gpu_apply (csrc/include/radiance/radiance_gpu.h) on torch tensors, no Python checks;
+    asserts that it returns `expect`."""
     import ctypes
 
     from radiance import _C
@@ -322,7 +323,7 @@ def apply_c_entry(x, packed, scales, bias, group_size, out):
     (m, k), n = x.shape, packed.shape[0]
     err = entry(x.data_ptr(), m, k, packed.data_ptr(), scales.data_ptr(), None if bias is None else bias.data_ptr(),
                 n, group_size, out.data_ptr(), torch.cuda.current_stream().cuda_stream)
-    assert err == 0, f"radiance_gpu_apply returned {err}"
+    assert err == expect, f"radiance_gpu_apply returned {err}, expected {expect}"
 
 
 @pytest.mark.parametrize("m, n, k, group_size", TMA_STORE_CASES)
@@ -582,6 +583,30 @@ def test_bad_gpu_inputs_are_refused():
         radiance.quantize_rows(w.to(torch.int32))
     with pytest.raises(ValueError, match="different devices"):
         radiance.quantize_rows(w, packed_out=torch.empty(64, 32, dtype=torch.int32))
+
+
+@pytest.mark.parametrize("m", [1, 12, 64])
+def test_c_entry_refuses_scales_off_16_bytes(m):
+    """radiance_gpu_apply's contract (radiance_gpu.h): scales 16-byte aligned. The stream kernels
+    copy a row's scales 4 or 8 bytes at a time where the ring carries them (k % 512 == 0, here at 1
+    and 12 tokens), so scales 2 bytes past an aligned address would fault the context: the entry
+    refuses them with RADIANCE_GPU_EINVAL, writes nothing, and the next call runs."""
+    rng, seed = fresh_rng()
+    n, k = 4099, 4096
+    x, packed, scales, bias = random_call(rng, m, n, k, 128, False)
+    xt, pt, st = to_torch(x), to_torch(packed), to_torch(scales)
+    flat = torch.empty(st.numel() + 1, dtype=st.dtype, device=DEV)
+    shifted = flat[1:].view(st.shape)
+    shifted.copy_(st)
+    assert shifted.data_ptr() % 16 == 2
+    out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device=DEV)
+    apply_c_entry(xt, pt, shifted, None, 128, out, expect=-1)  # RADIANCE_GPU_EINVAL
+    torch.cuda.synchronize()
+    assert torch.isnan(out).all(), f"written despite the refusal (seed {seed})"
+    apply_c_entry(xt, pt, st, None, 128, out)
+    torch.cuda.synchronize()
+    got = to_numpy(out).astype(np.float64)
+    assert_within_bf16_of_float64(got, x, packed, scales, 128, None, seed, folded=folds(m, k, 128))
 
 
 def test_apply_is_captured_by_cuda_graphs():

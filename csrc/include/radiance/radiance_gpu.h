@@ -63,8 +63,10 @@ int radiance_gpu_quantize_rows_act(const void *w, int w_dtype, int64_t rows, int
 /*
  * out[m, n] = sum_k x[m, k] * q[n, k] * scales[n, k / group_size] (+ bias[n]), fp32 accumulation,
  * bf16 output. x: bf16 [m, k]; packed: int32 [n, k/8]; scales: bf16 [n, k/group_size]; bias: bf16
- * [n] or NULL; out: bf16 [m, n]. All base pointers 16-byte aligned. Asynchronous: no allocation,
- * no synchronization, so it can be captured in a CUDA/HIP graph.
+ * [n] or NULL; out: bf16 [m, n]. x, packed and scales 16-byte aligned (else RADIANCE_GPU_EINVAL,
+ * nothing launched); out and bias 2-byte aligned (a 16-byte aligned out lets the folding kernel write
+ * by TMA). Asynchronous: no allocation, no synchronization, so it can be captured in a CUDA/HIP
+ * graph.
  */
 int radiance_gpu_apply(const uint16_t *x, int64_t m, int64_t k, const int32_t *packed,
                        const uint16_t *scales, const uint16_t *bias, int64_t n, int group_size,
