@@ -27,6 +27,9 @@ __device__ __forceinline__ float word_q(uint32_t w, int e)
     return (float)((int)((w >> kShift[e]) & 15u) - RAD_NIBBLE_ZERO);
 }
 
+/* the biased codes' offset: q + 8 (the code) + 16 (dequant_a_fragments_biased) */
+constexpr float kBiasedCodeOffset = 24.0f;
+
 #if defined(RAD_HAS_MMA_BF16)
 __device__ __forceinline__ uint32_t dequant_pair(uint32_t w, int shift)
 {
@@ -47,6 +50,25 @@ __device__ __forceinline__ void dequant_a_fragments(uint32_t w0, uint32_t w1, ui
     hi[1] = dequant_pair(w1, 8);
     hi[2] = dequant_pair(w0, 12);
     hi[3] = dequant_pair(w1, 12);
+}
+
+/* The biased A fragments (the benchmark build's split k, streamsplitk2s3*b): the same elements as
+ * dequant_a_fragments' as q + kBiasedCodeOffset, each pair one shift and one LOP3 (no FMA): the
+ * nibble moved to mantissa bits 3-6 under an exponent of 16 makes the bf16 value 16 + (q + 8).
+ * The kernel starts each group's accumulator at -kBiasedCodeOffset times the sum of the group's
+ * activations of that token (stream_warp_rows, BIASED). */
+__device__ __forceinline__ void dequant_a_fragments_biased(uint32_t w0, uint32_t w1, uint32_t (&lo)[4],
+                                                           uint32_t (&hi)[4])
+{
+    constexpr uint32_t kMask = 0x00780078u, kSixteen = 0x41804180u; /* bits 3-6; 16.0 in each lane */
+    lo[0] = rad_and_or<kMask>(w0 << 3, kSixteen);
+    lo[1] = rad_and_or<kMask>(w1 << 3, kSixteen);
+    lo[2] = rad_and_or<kMask>(w0 >> 1, kSixteen);
+    lo[3] = rad_and_or<kMask>(w1 >> 1, kSixteen);
+    hi[0] = rad_and_or<kMask>(w0 >> 5, kSixteen);
+    hi[1] = rad_and_or<kMask>(w1 >> 5, kSixteen);
+    hi[2] = rad_and_or<kMask>(w0 >> 9, kSixteen);
+    hi[3] = rad_and_or<kMask>(w1 >> 9, kSixteen);
 }
 
 #endif

@@ -41,13 +41,14 @@
 namespace radiance {
 namespace {
 
-/* one ring slot: a super-step of a warp's rows, and with SRING their scales after the weights
- * (dispatch.h's stream_slot_bytes, which the planner sizes shared memory by) */
-template <int ROW_TILES, int SUPER_STEPS, int GROUP = 128, bool SRING = false>
+/* one ring slot: a super-step of a warp's rows, and with SRING their scales after the weights (SWIN:
+ * in aligned windows of twice the bytes; dispatch.h's stream_slot_bytes, which the planner sizes
+ * shared memory by) */
+template <int ROW_TILES, int SUPER_STEPS, int GROUP = 128, bool SRING = false, bool SWIN = false>
 struct StreamSmem {
-    static constexpr int scale_bytes = SRING ? stream_row_scale_bytes(GROUP, SUPER_STEPS) : 0; /* a row's */
+    static constexpr int scale_bytes = SRING ? stream_row_scale_bytes(GROUP, SUPER_STEPS, SWIN) : 0; /* a row's */
     static constexpr int weights = 16 * ROW_TILES * 64 * SUPER_STEPS;
-    static constexpr int slot = (int)stream_slot_bytes(ROW_TILES, SUPER_STEPS, GROUP, SRING);
+    static constexpr int slot = (int)stream_slot_bytes(ROW_TILES, SUPER_STEPS, GROUP, SRING, SWIN);
     static_assert(slot == weights + 16 * ROW_TILES * scale_bytes && slot % 16 == 0, "16-byte copies into each slot");
 };
 
@@ -69,7 +70,10 @@ struct StreamSmem {
  * as WHOLE where both apply). SRING (WHOLE only): each super-step's scales
  * travel in its ring slot, after the weights (StreamSmem), copied by lanes 0 .. 16 ROW_TILES - 1
  * (one row's each) with the weights, instead of loaded into registers from global memory a
- * super-step ahead (dispatch.h, kRingScalesFewTokensMaxK). UNITS needs the activations in shared memory
+ * super-step ahead (dispatch.h, kRingScalesFewTokensMaxK). SRING with TAIL (the benchmark build's
+ * split k at k / 256 odd, streamsplitk2s3srw: K_PART, 2-step super-steps, groups of 128): the
+ * second half starts at an odd step, so each super-step's two scales a row are copied as the two
+ * aligned 4-byte words around them (SWIN) and shifted into place when read. UNITS needs the activations in shared memory
  * or WHOLE (those from global memory are loaded a step ahead, into register sets that follow the
  * step's parity: with whole super-steps the last step of a unit loads the next unit's first). */
 template <bool B>
@@ -79,7 +83,7 @@ struct StepsTested {
 
 template <int GROUP, int ROW_TILES, int TOKEN_TILES, int SUPER_STEPS, int RING_SLOTS, int X_MODE,
           bool K_PART = false, bool WHOLE = false, bool TAIL = false, bool UNITS = false, bool SRING = false,
-          class Done>
+          bool BIASED = false, class Done>
 __device__ __forceinline__ void stream_warp_rows(const uint16_t *__restrict__ x, int64_t m, int64_t k,
                                                  const int32_t *__restrict__ packed,
                                                  const uint16_t *__restrict__ scales, int64_t n, int64_t row0,
@@ -91,12 +95,14 @@ __device__ __forceinline__ void stream_warp_rows(const uint16_t *__restrict__ x,
     static_assert(SUPER_STEPS % 2 == 0, "the activation register set of step j SUPER_STEPS + p is p & 1");
     constexpr int kRowsW = 16 * ROW_TILES;
     constexpr int kRowBytes = 64 * SUPER_STEPS;                 /* one visit */
-    using Smem = StreamSmem<ROW_TILES, SUPER_STEPS, GROUP, SRING>;
+    constexpr bool SWIN = SRING && TAIL;
+    using Smem = StreamSmem<ROW_TILES, SUPER_STEPS, GROUP, SRING, SWIN>;
     constexpr int kSlot = Smem::slot, kScaleBytes = Smem::scale_bytes;
     static_assert(!SRING || (WHOLE && ((SUPER_STEPS == 4 && (GROUP == 128 || GROUP == 256)) ||
-                                       (SUPER_STEPS == 2 && GROUP == 128))),
+                                       (SUPER_STEPS == 2 && GROUP == 128))) ||
+                      (SWIN && K_PART && SUPER_STEPS == 2 && GROUP == 128),
                   "scales in the ring: whole super-steps, a row's 2-4 scales of one aligned to their size, at "
-                  "least 4 bytes (with K_PART: step0 % SUPER_STEPS == 0 too)");
+                  "least 4 bytes (with K_PART: step0 % SUPER_STEPS == 0 too); or their windows (SWIN)");
     constexpr int kLanesPerRow = 4 * SUPER_STEPS;               /* 16-byte pieces per visit */
     constexpr int kCopies = kRowsW * kLanesPerRow / 32; /* per lane and super-step */
     constexpr bool XS = X_MODE == kXShared;
@@ -107,6 +113,13 @@ __device__ __forceinline__ void stream_warp_rows(const uint16_t *__restrict__ x,
     const int nsteps = K_PART ? ksteps : (int)(kw / kStepWords);
     const int nsuper = (nsteps + SUPER_STEPS - 1) / SUPER_STEPS;
     static_assert(!UNITS || XS || WHOLE, "more than one unit: see above");
+    static_assert(!BIASED || (XS && GROUP == 128), "the biased codes' sums: one group a step, in shared memory");
+    /* BIASED: the A fragments are q + kBiasedCodeOffset (dequant_a_fragments_biased), and each
+     * group's first mma of the low chain starts from -kBiasedCodeOffset times the sum of the
+     * group's activations of its token: for step s and the tokens 2 t, 2 t + 1 of n-tile nt,
+     * the mma's C operand (those two for rows g and g + 8) at xcorr + ((4 s + t) TOKEN_TILES +
+     * nt) 16, a table the caller puts right after the activations (biased_sums) */
+    const unsigned char *xcorr = BIASED ? xs + TOKEN_TILES * nsteps * 2048 : nullptr;
 
     /* copies: piece c = lane % kLanesPerRow (step c / 4 of the super-step) of rows
      * crow + kRowStep i, crow = lane / kLanesPerRow (all of the same parity, so one swizzle). A
@@ -136,15 +149,23 @@ __device__ __forceinline__ void stream_warp_rows(const uint16_t *__restrict__ x,
     const unsigned char *csrc = nullptr; /* this lane's first piece of the next super-step to copy */
     bool call = false, cvalid = true;    /* all its rows below n; a unit below n */
     int cleft = 0, cj = 0, cslot = 0;    /* copy i: a row if kRowStep i < cleft; super-step, slot */
-    /* SRING: lane r < 16 ROW_TILES copies row r's scales of the super-step (zeros past n) */
+    /* SRING: lane r < 16 ROW_TILES copies row r's scales of the super-step (zeros past n); SWIN: the
+     * window's first scale is even (k / 128 is even: ng rows start 4-byte aligned), sleft scales of
+     * the row from it, the super-step's first scale at `sodd` in it (step0's parity) */
     const unsigned char *ssrc = nullptr;
     bool svalid = false;
+    int sleft = 0;
+    const int sodd = SWIN ? step0 & 1 : 0;
     auto copy_unit = [&](int64_t unit_row0) __attribute__((always_inline)) {
         call = unit_row0 + kRowsW <= n;
         cleft = (int)(call ? kRowsW : n - unit_row0) - crow;
         csrc = (const unsigned char *)(packed + (unit_row0 + crow) * kw + 4 * cpiece +
                                        (K_PART ? step0 * kStepWords : 0));
-        if constexpr (SRING) {
+        if constexpr (SWIN) {
+            svalid = lane < kRowsW && unit_row0 + lane < n;
+            ssrc = (const unsigned char *)(scales + (svalid ? unit_row0 + lane : 0) * ng + (step0 - sodd));
+            sleft = (int)ng - (step0 - sodd);
+        } else if constexpr (SRING) {
             svalid = lane < kRowsW && unit_row0 + lane < n;
             ssrc = (const unsigned char *)(scales + (svalid ? unit_row0 + lane : 0) * ng +
                                            (K_PART ? (GROUP == 256 ? step0 >> 1 : step0) : 0));
@@ -154,16 +175,28 @@ __device__ __forceinline__ void stream_warp_rows(const uint16_t *__restrict__ x,
     auto issue = [&]() __attribute__((always_inline)) {
         if (cvalid && (WHOLE || cj * SUPER_STEPS + (cpiece >> 2) < nsteps)) {
             copy_rows(cslot * kSlot + cdst, csrc, call, cleft);
-            if constexpr (SRING) {
+            if constexpr (SRING && !SWIN) {
                 if (lane < kRowsW)
                     rad_cp_async_ca<kScaleBytes>(ring_s + cslot * kSlot + Smem::weights + lane * kScaleBytes, ssrc,
                                                  svalid);
             }
         }
+        if constexpr (SWIN) { /* every lane of a row, whatever step its weight copies stopped at */
+            if (cvalid && lane < kRowsW) {
+                const unsigned dst = ring_s + cslot * kSlot + Smem::weights + lane * kScaleBytes;
+                rad_cp_async_ca<4>(dst, ssrc, svalid);
+                rad_cp_async_ca<4>(dst + 4, ssrc + 4, svalid && sleft > 2); /* none past the row */
+            }
+        }
         rad_cp_async_commit();
         cslot = cslot + 1 == RING_SLOTS ? 0 : cslot + 1;
         csrc += SUPER_STEPS * kStepWords * 4;
-        if constexpr (SRING) ssrc += kScaleBytes;
+        if constexpr (SWIN) {
+            ssrc += 2 * SUPER_STEPS; /* a window moves by the super-step's scales, half its bytes */
+            sleft -= SUPER_STEPS;
+        } else if constexpr (SRING) {
+            ssrc += kScaleBytes;
+        }
         if (++cj == nsuper) {
             cj = 0;
             if (UNITS) {
@@ -274,7 +307,13 @@ __device__ __forceinline__ void stream_warp_rows(const uint16_t *__restrict__ x,
 #pragma unroll
             for (int mt = 0; mt < ROW_TILES; mt++) {
                 const unsigned char *sc = slot + Smem::weights + (16 * mt + g) * kScaleBytes;
-                if constexpr (SUPER_STEPS == 2) { /* 2 scales a row (groups of 128) */
+                if constexpr (SWIN) { /* the window's two words, shifted by a scale where it starts odd */
+                    const uint2 l2 = *(const uint2 *)sc, h2 = *(const uint2 *)(sc + 8 * kScaleBytes);
+                    const uint32_t lo = rad_funnel_shift_r(l2.x, l2.y, 16 * sodd);
+                    const uint32_t hi = rad_funnel_shift_r(h2.x, h2.y, 16 * sodd);
+                    scur[0][mt] = (lo & 0xffffu) | (hi << 16);
+                    scur[1][mt] = (lo >> 16) | (hi & 0xffff0000u);
+                } else if constexpr (SUPER_STEPS == 2) { /* 2 scales a row (groups of 128) */
                     const uint32_t lo = *(const uint32_t *)sc, hi = *(const uint32_t *)(sc + 8 * kScaleBytes);
                     scur[0][mt] = (lo & 0xffffu) | (hi << 16);
                     scur[1][mt] = (lo >> 16) | (hi & 0xffff0000u);
@@ -319,6 +358,12 @@ __device__ __forceinline__ void stream_warp_rows(const uint16_t *__restrict__ x,
                     xsrc[nt] = UNITS ? src + kStepWords * 8 : xsrc[nt] + kStepWords * 8;
                 }
             }
+            float4 corr[TOKEN_TILES];
+            if constexpr (BIASED) {
+#pragma unroll
+                for (int nt = 0; nt < TOKEN_TILES; nt++)
+                    corr[nt] = *(const float4 *)(xcorr + ((4 * step + t) * TOKEN_TILES + nt) * 16);
+            }
             uint32_t wv[2 * ROW_TILES][4];
 #pragma unroll
             for (int r = 0; r < 2 * ROW_TILES; r++) {
@@ -332,14 +377,21 @@ __device__ __forceinline__ void stream_warp_rows(const uint16_t *__restrict__ x,
 #pragma unroll
                 for (int mt = 0; mt < ROW_TILES; mt++) {
                     const uint32_t w0 = wv[2 * mt][i], w1 = wv[2 * mt + 1][i];
-                    dequant_a_fragments(w0, w1, a_lo[mt], a_hi[mt]);
+                    if constexpr (BIASED)
+                        dequant_a_fragments_biased(w0, w1, a_lo[mt], a_hi[mt]);
+                    else
+                        dequant_a_fragments(w0, w1, a_lo[mt], a_hi[mt]);
                 }
 #pragma unroll
                 for (int nt = 0; nt < TOKEN_TILES; nt++)
 #pragma unroll
                     for (int mt = 0; mt < ROW_TILES; mt++) {
                         if (GROUP == 128 && i == 0) { /* first of its chain in this group */
-                            rad_mma_bf16_m16n8k16_zero(acc[0][mt][nt], a_lo[mt], xcur[nt][i].x, xcur[nt][i].y);
+                            if constexpr (BIASED)
+                                rad_mma_bf16_m16n8k16_from(acc[0][mt][nt], a_lo[mt], xcur[nt][i].x, xcur[nt][i].y,
+                                                           corr[nt]);
+                            else
+                                rad_mma_bf16_m16n8k16_zero(acc[0][mt][nt], a_lo[mt], xcur[nt][i].x, xcur[nt][i].y);
                             rad_mma_bf16_m16n8k16_zero(acc[1][mt][nt], a_hi[mt], xcur[nt][i].z, xcur[nt][i].w);
                         } else {
                             rad_mma_bf16_m16n8k16(acc[0][mt][nt], a_lo[mt], xcur[nt][i].x, xcur[nt][i].y);
@@ -737,7 +789,43 @@ rad_error_t launch_stream_xs(const ApplyArgs &a, const ApplyPlan &p)
  * all but the last (stream_warp_rows), neither: every step tested; SRING: the scales in the ring. */
 #if defined(RAD_HAS_CLUSTER_LAUNCH)
 
-template <int GROUP, bool WHOLE, bool SRING = false, int SUPER = 4, int SLOTS = kStreamXsRingSlots, bool TAIL = false>
+/* The table of stream_warp_rows' BIASED codes for the block's copy of the activations of TILES
+ * 8-token tiles over `steps` 128-column steps (apply_stream_xs_kernel's layout): for step s, token
+ * 8 nt + g, -kBiasedCodeOffset times the sum of its 128 activations, at float indices ((4 s + g /
+ * 2) TILES + nt) 4 + g % 2 and that + 2 after the copy (a lane's 16 bytes are the C operand of its
+ * mma as they are). The sums run in a fixed order: each 16-byte piece's 8
+ * values pairwise, then the 16 pieces pairwise, so the bits do not depend on the block's shape.
+ * Tokens past m (zeros in the copy) get 0. Needs the copy complete; a barrier after. */
+template <int TILES>
+__device__ __forceinline__ void biased_sums(unsigned char *xs, int steps)
+{
+    float *table = (float *)(xs + TILES * steps * 2048);
+    for (int e = (int)threadIdx.x; e < TILES * steps * 8; e += (int)blockDim.x) {
+        const int g = e & 7, nt = (e >> 3) % TILES, s = (e >> 3) / TILES;
+        float part[16];
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+#pragma unroll
+            for (int t = 0; t < 4; t++) {
+                const uint4 v = *(const uint4 *)(xs + nt * (steps * 2048) + 16 * ((4 * s + i) * 32 + 4 * g + t));
+                const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+                float h[4];
+#pragma unroll
+                for (int j = 0; j < 4; j++) h[j] = rad_bf16_to_float(w[j] & 0xffffu) + rad_bf16_to_float(w[j] >> 16);
+                part[4 * i + t] = (h[0] + h[1]) + (h[2] + h[3]);
+            }
+        float quarter[4];
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+            quarter[j] = (part[4 * j] + part[4 * j + 1]) + (part[4 * j + 2] + part[4 * j + 3]);
+        const float c = -kBiasedCodeOffset * ((quarter[0] + quarter[1]) + (quarter[2] + quarter[3]));
+        float *at = table + ((4 * s + (g >> 1)) * TILES + nt) * 4 + (g & 1);
+        at[0] = at[2] = c; /* the accumulator's rows g and g + 8 */
+    }
+}
+
+template <int GROUP, bool WHOLE, bool SRING = false, int SUPER = 4, int SLOTS = kStreamXsRingSlots, bool TAIL = false,
+          bool BIASED = false>
 __global__ void __launch_bounds__(kStreamXsMaxWarps * 32, 1)
 apply_stream_split_k_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const int32_t *__restrict__ packed,
                             const uint16_t *__restrict__ scales, const uint16_t *__restrict__ bias, int64_t n,
@@ -751,9 +839,10 @@ apply_stream_split_k_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k
     const int ksteps = (int)(k >> 8); /* steps per half: k / 128 / 2 */
     const int step0 = (int)rank * ksteps;
     const int pieces = ksteps * 128; /* 16-byte pieces per 8-token tile of this half */
-    constexpr int kSlot = StreamSmem<1, kSuper, GROUP, SRING>::slot;
+    constexpr int kSlot = StreamSmem<1, kSuper, GROUP, SRING, SRING && TAIL>::slot;
     unsigned char *xs = smem + warps * (kSlots * kSlot);
-    unsigned char *slots = xs + kTiles * pieces * 16;
+    /* BIASED: the table of biased_sums after the activations (split_k_biased_sums_bytes) */
+    unsigned char *slots = xs + kTiles * pieces * 16 + (BIASED ? kTiles * ksteps * 64 : 0);
     unsigned char *bars = slots + warps * kSplitKSlot;
     for (int q = (int)threadIdx.x; q < kTiles * pieces; q += (int)blockDim.x) {
         const int nt = q / pieces, r = q % pieces; /* r = (4 s + i) * 32 + L, s counted from step0 */
@@ -771,6 +860,10 @@ apply_stream_split_k_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k
         rad_cluster_fence_mbarrier_init();
     }
     rad_cp_async_wait<0>();
+    if constexpr (BIASED) {
+        __syncthreads(); /* every thread's copies landed */
+        biased_sums<kTiles>(xs, ksteps);
+    }
     rad_cluster_sync(); /* the copy complete, the barriers of both blocks initialized */
     const unsigned full = bars_s + kSplitKBars * warp, empty = full + 8;
     const unsigned my_slot = (unsigned)__cvta_generic_to_shared(slots + warp * kSplitKSlot + lane * 32);
@@ -813,7 +906,7 @@ apply_stream_split_k_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k
     };
     const int64_t row0 = (cluster * warps + warp) * 16;
     if (row0 < n)
-        stream_warp_rows<GROUP, 1, kTiles, kSuper, kSlots, kXShared, true, WHOLE, TAIL, true, SRING>(
+        stream_warp_rows<GROUP, 1, kTiles, kSuper, kSlots, kXShared, true, WHOLE, TAIL, true, SRING, BIASED>(
             x, m, k, packed, scales, n, row0, clusters * warps * 16, n, 0, ring, xs, step0, ksteps, meet);
     rad_cluster_sync(); /* the other block's last arrival on this block's barriers has landed */
 #else
@@ -845,13 +938,26 @@ int split_k_max_clusters(void)
 
 #if defined(RADIANCE_KERNEL_VARIANTS)
 /* The benchmark build's other split-k rings of 2-step super-steps in 3 slots (run 79): whole in
- * each half without the scales, or for groups of 256 (streamsplitk2s3). nullptr for any other plan. */
+ * each half without the scales, or for groups of 256 (streamsplitk2s3); the library's two with the
+ * biased codes (streamsplitk2s3srb, streamsplitk2s3b); halves of an odd number of steps with the
+ * scales' windows in the ring, biased codes or not (streamsplitk2s3srw, streamsplitk2s3srwb).
+ * nullptr for any other plan. */
 SplitKKernel split_k_variant_kernel(const ApplyArgs &a, const ApplyPlan &p, int slots)
 {
     constexpr int kFine = kSplitKFineSteps, kFineSlots = kSplitKFineSlots;
     if (p.super_step != kFine || slots != kFineSlots || p.whole_super == p.tail_super) return nullptr;
     const bool g128 = a.group == 128, whole = p.whole_super;
     if (a.group != 128 && a.group != 256) return nullptr;
+    if (!whole && p.ring_scales) { /* the scales' windows in the ring (groups of 128), biased codes or not */
+        if (!g128) return nullptr;
+        return p.biased_codes ? apply_stream_split_k_kernel<128, false, true, kFine, kFineSlots, true, true>
+                              : apply_stream_split_k_kernel<128, false, true, kFine, kFineSlots, true>;
+    }
+    if (p.biased_codes) { /* groups of 128: whole with the scales in the ring, or all but the last without */
+        if (!g128 || whole != p.ring_scales) return nullptr;
+        return whole ? apply_stream_split_k_kernel<128, true, true, kFine, kFineSlots, false, true>
+                     : apply_stream_split_k_kernel<128, false, false, kFine, kFineSlots, true, true>;
+    }
     if (p.ring_scales) return nullptr; /* the library's (groups of 128, whole) or none */
     return g128 ? (whole ? apply_stream_split_k_kernel<128, true, false, kFine, kFineSlots>
                          : apply_stream_split_k_kernel<128, false, false, kFine, kFineSlots, true>)
@@ -864,7 +970,9 @@ rad_error_t launch_stream_split_k(const ApplyArgs &a, const ApplyPlan &p)
 {
     SplitKKernel kernel = nullptr;
     const int super_step = p.super_step, slots = p.ring_slots > 0 ? p.ring_slots : kStreamXsRingSlots;
-    if (super_step == 4 && slots == kStreamXsRingSlots && !p.tail_super) {
+    if (p.biased_codes) {
+        /* the benchmark build's only (split_k_variant_kernel) */
+    } else if (super_step == 4 && slots == kStreamXsRingSlots && !p.tail_super) {
         /* whole super-steps in each half with their scales in the ring or not, or every step tested */
         if (a.group == 128)
             kernel = p.ring_scales   ? apply_stream_split_k_kernel<128, true, true>
@@ -886,8 +994,10 @@ rad_error_t launch_stream_split_k(const ApplyArgs &a, const ApplyPlan &p)
 #if defined(RADIANCE_KERNEL_VARIANTS)
     if (kernel == nullptr) kernel = split_k_variant_kernel(a, p, slots);
 #endif
+    /* the scales in the ring: with whole super-steps, or in windows with the last tested (2-step) */
+    const bool ring_ok = p.whole_super || (p.tail_super && super_step == kSplitKFineSteps);
     if (kernel == nullptr || p.blocks < 2 || p.blocks % 2 != 0 || a.k % (2 * a.group) != 0 ||
-        ((p.whole_super || p.ring_scales) && a.k % (2 * 128 * super_step) != 0) || (p.ring_scales && !p.whole_super))
+        (p.whole_super && a.k % (2 * 128 * super_step) != 0) || (p.ring_scales && !ring_ok))
         return (rad_error_t)RADIANCE_GPU_EINVAL;
     rad_error_t err = rad_func_set_max_dynamic_smem(kernel, p.smem);
     if (err != RAD_SUCCESS) return err;

@@ -77,16 +77,20 @@ constexpr int kWgmmaRows = 256; /* rows per block of the wgmma pipe kernel */
 constexpr int kStreamXsMaxWarps = 16; /* apply_stream_xs_kernel, apply_stream_split_k_kernel: one block per SM */
 constexpr int kStreamXsRingSlots = 2; /* ring slots per warp of those two kernels */
 /* a row's scales of one super-step (SS steps) where they travel in the ring with its weights
- * (Dispatch.ring_scales): one bf16 a step for groups of 128, one every two steps for 256 */
-constexpr int stream_row_scale_bytes(int group, int super_steps)
+ * (Dispatch.ring_scales): one bf16 a step for groups of 128, one every two steps for 256. window:
+ * twice that, the 4-byte-aligned words around them (split k's halves of an odd number of 2-step
+ * super-steps' steps, the second starting at an odd step: the benchmark build's streamsplitk2s3srw) */
+constexpr int stream_row_scale_bytes(int group, int super_steps, bool window = false)
 {
-    return 2 * (group == 128 ? super_steps : super_steps / 2);
+    return (window ? 4 : 2) * (group == 128 ? super_steps : super_steps / 2);
 }
 /* one ring slot of a stream warp: a super-step (SS steps of 64 bytes) of its 16 ROW_TILES rows,
  * and their scales where the ring carries them */
-constexpr int64_t stream_slot_bytes(int row_tiles, int super_steps, int group = 128, bool ring_scales = false)
+constexpr int64_t stream_slot_bytes(int row_tiles, int super_steps, int group = 128, bool ring_scales = false,
+                                    bool window = false)
 {
-    return 16 * row_tiles * (64 * super_steps + (ring_scales ? stream_row_scale_bytes(group, super_steps) : 0));
+    return 16 * row_tiles *
+           (64 * super_steps + (ring_scales ? stream_row_scale_bytes(group, super_steps, window) : 0));
 }
 constexpr int kSplitKTokenTiles = 2;
 /* split k's rings where 4-step slots leave room for too few warps (decide): 2-step super-steps
@@ -121,6 +125,9 @@ constexpr int64_t kSplitKFineScalesMinK = 1024;
 constexpr int64_t kSplitKFineScalesMaxK = 6144;
 constexpr int kSplitKSlot = 32 * kSplitKTokenTiles * 4 * 4; /* per warp: a lane's fp32 sums, 2 tiles x 4 */
 constexpr int kSplitKBars = 2 * 8;                          /* per warp: full and empty mbarriers */
+/* per block of split k with the biased codes (the benchmark build's streamsplitk2s3*b): two floats
+ * per token and 128-column step of the block's half of k (apply_stream.hip, biased_sums) */
+constexpr int64_t split_k_biased_sums_bytes(int64_t k) { return (int64_t)kSplitKTokenTiles * (k / 256) * 8 * 8; }
 constexpr int kVectorChunkFloats = 36;   /* LDS floats per 32-column chunk of the vector kernel (4 of pad) */
 constexpr int kVectorStageFloats = 8192; /* tokens x columns of a vector stage where all of k does not fit */
 constexpr int kVectorMaxTokens = 8;
@@ -224,6 +231,10 @@ struct Dispatch {
     /* kStream with whole super-steps: the blocks from this one on take the last wave's units in
      * pairs of warps over halves of k (stream_pair_block0); 0: none */
     int64_t pair_block0;
+    /* kStreamSharedX with k_parts 2, groups of 128, 2-step super-steps: the A fragments biased
+     * (apply_common.h, dequant_a_fragments_biased), smem counting split_k_biased_sums_bytes. The
+     * benchmark build's only (streamsplitk2s3*b in variants.def); the planner never sets it */
+    bool biased_codes;
 };
 
 /* kVector: the smallest tile of tokens that holds m (1, 2, 4 or 8: the FMAs of tokens past m are

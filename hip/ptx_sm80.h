@@ -76,6 +76,30 @@ __device__ __forceinline__ void rad_mma_bf16_m16n8k16_zero(float d[4], const uin
         : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(0.0f));
 }
+/* d = A * B + C (C in the accumulator's fragment layout, registers of its own). */
+__device__ __forceinline__ void rad_mma_bf16_m16n8k16_from(float d[4], const uint32_t a[4], uint32_t b0, uint32_t b1,
+                                                           float4 c)
+{
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%10,%11,%12,%13};"
+        : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(c.x), "f"(c.y), "f"(c.z), "f"(c.w));
+}
+/* The low 32 bits of (hi:lo) >> shift, shift 0 .. 31 (one SHF). */
+__device__ __forceinline__ uint32_t rad_funnel_shift_r(uint32_t lo, uint32_t hi, int shift)
+{
+    uint32_t d;
+    asm("shf.r.wrap.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(lo), "r"(hi), "r"(shift));
+    return d;
+}
+/* (a & MASK) | c in one LOP3, MASK an immediate. */
+template <uint32_t MASK>
+__device__ __forceinline__ uint32_t rad_and_or(uint32_t a, uint32_t c)
+{
+    uint32_t d;
+    asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(d) : "r"(a), "n"(MASK), "r"(c));
+    return d;
+}
 /* Two bf16 lanes: a * b + c, one rounding each (exact for the small integers it is used on). */
 __device__ __forceinline__ uint32_t rad_fma_bf16x2(uint32_t a, uint32_t b, uint32_t c)
 {

@@ -123,6 +123,19 @@ int variant_plan(const ApplyArgs &a, const Variant &v, ApplyPlan *p)
                                 : plan_stream_split_k(call_of(a), f, 8, v.p1 == 0, p));
         ok = ok && (v.p2 == 0 || v.p2 == kSplitKFineSlots); /* the rings the build has */
         ok = ok && (v.p2 == 0 || v.p1 != 0 || p->ring_scales); /* 2-step with the scales: where they fit */
+        if (ok && (v.p3 & 2)) { /* the scales' windows in the ring: halves of an odd number of steps */
+            ok = v.p2 == kSplitKFineSlots && v.p1 == 1 && a.group == 128 && p->tail_super && !p->ring_scales;
+            p->ring_scales = true;
+            p->smem += p->warps * v.p2 * (int)stream_slot_bytes(1, kSplitKFineSteps, 128, true, true) -
+                       p->warps * v.p2 * (int)stream_slot_bytes(1, kSplitKFineSteps, 128, false);
+        }
+        if (ok && (v.p3 & 1)) { /* the biased codes: 2-step super-steps, groups of 128, their sums' table */
+            p->biased_codes = true;
+            p->smem += (int)split_k_biased_sums_bytes(a.k);
+            ok = v.p2 == kSplitKFineSlots && a.group == 128 &&
+                 (p->whole_super == p->ring_scales || (v.p3 & 2)); /* the instances split_k_variant_kernel has */
+        }
+        ok = ok && p->smem <= f.smem_optin();
         if (ok && v.p0 > 0 && p->blocks > v.p0) p->blocks = v.p0;
         break;
     case kVarWgmma: ok = variant_wgmma(a, v.p0, v.p1, v.p2, p); break;
