@@ -83,7 +83,7 @@ struct StepsTested {
 
 template <int GROUP, int ROW_TILES, int TOKEN_TILES, int SUPER_STEPS, int RING_SLOTS, int X_MODE,
           bool K_PART = false, bool WHOLE = false, bool TAIL = false, bool UNITS = false, bool SRING = false,
-          bool BIASED = false, class Done>
+          bool BIASED = false, bool ONE_CHAIN = false, class Done>
 __device__ __forceinline__ void stream_warp_rows(const uint16_t *__restrict__ x, int64_t m, int64_t k,
                                                  const int32_t *__restrict__ packed,
                                                  const uint16_t *__restrict__ scales, int64_t n, int64_t row0,
@@ -120,6 +120,12 @@ __device__ __forceinline__ void stream_warp_rows(const uint16_t *__restrict__ x,
      * the mma's C operand (those two for rows g and g + 8) at xcorr + ((4 s + t) TOKEN_TILES +
      * nt) 16, a table the caller puts right after the activations (biased_sums) */
     const unsigned char *xcorr = BIASED ? xs + TOKEN_TILES * nsteps * 2048 : nullptr;
+    /* ONE_CHAIN (the benchmark build's split k, streamsplitk2s3*1): the low and high k8 of each
+     * k16 into one accumulator, one mma after the other, so that no FADD joins two chains when a
+     * group closes (16 warps a block keep the tensor core's latency hidden: docs/PERF_LOG.md,
+     * twenty-fifth round) */
+    static_assert(!ONE_CHAIN || GROUP == 128, "one chain: the group closes after every step");
+    constexpr int kChains = ONE_CHAIN ? 1 : 2;
 
     /* copies: piece c = lane % kLanesPerRow (step c / 4 of the super-step) of rows
      * crow + kRowStep i, crow = lane / kLanesPerRow (all of the same parity, so one swizzle). A
@@ -237,13 +243,13 @@ __device__ __forceinline__ void stream_warp_rows(const uint16_t *__restrict__ x,
     };
 
     /* two mma chains (the low and high k8 of each k16) */
-    float total[ROW_TILES][TOKEN_TILES][4], acc[2][ROW_TILES][TOKEN_TILES][4];
+    float total[ROW_TILES][TOKEN_TILES][4], acc[kChains][ROW_TILES][TOKEN_TILES][4];
 #pragma unroll
     for (int mt = 0; mt < ROW_TILES; mt++)
 #pragma unroll
         for (int nt = 0; nt < TOKEN_TILES; nt++)
 #pragma unroll
-            for (int c = 0; c < 4; c++) total[mt][nt][c] = acc[0][mt][nt][c] = acc[1][mt][nt][c] = 0.0f;
+            for (int c = 0; c < 4; c++) total[mt][nt][c] = acc[0][mt][nt][c] = acc[kChains - 1][mt][nt][c] = 0.0f;
     /* activations from global memory: loaded one step ahead into alternating register sets (4
      * words x 16 bytes per token). Whatever lanes of tokens past m hold only reaches that token's
      * column of the mma result, which is never stored. From shared memory: loaded in the step. */
@@ -392,10 +398,13 @@ __device__ __forceinline__ void stream_warp_rows(const uint16_t *__restrict__ x,
                                                            corr[nt]);
                             else
                                 rad_mma_bf16_m16n8k16_zero(acc[0][mt][nt], a_lo[mt], xcur[nt][i].x, xcur[nt][i].y);
-                            rad_mma_bf16_m16n8k16_zero(acc[1][mt][nt], a_hi[mt], xcur[nt][i].z, xcur[nt][i].w);
+                            if constexpr (ONE_CHAIN)
+                                rad_mma_bf16_m16n8k16(acc[0][mt][nt], a_hi[mt], xcur[nt][i].z, xcur[nt][i].w);
+                            else
+                                rad_mma_bf16_m16n8k16_zero(acc[1][mt][nt], a_hi[mt], xcur[nt][i].z, xcur[nt][i].w);
                         } else {
                             rad_mma_bf16_m16n8k16(acc[0][mt][nt], a_lo[mt], xcur[nt][i].x, xcur[nt][i].y);
-                            rad_mma_bf16_m16n8k16(acc[1][mt][nt], a_hi[mt], xcur[nt][i].z, xcur[nt][i].w);
+                            rad_mma_bf16_m16n8k16(acc[kChains - 1][mt][nt], a_hi[mt], xcur[nt][i].z, xcur[nt][i].w);
                         }
                     }
             }
@@ -408,9 +417,10 @@ __device__ __forceinline__ void stream_warp_rows(const uint16_t *__restrict__ x,
                     for (int nt = 0; nt < TOKEN_TILES; nt++) {
 #pragma unroll
                         for (int c = 0; c < 4; c++) {
-                            const float sum = acc[0][mt][nt][c] + acc[1][mt][nt][c];
+                            const float sum =
+                                ONE_CHAIN ? acc[0][mt][nt][c] : acc[0][mt][nt][c] + acc[kChains - 1][mt][nt][c];
                             total[mt][nt][c] += (c < 2 ? s_lo : s_hi) * sum;
-                            if (GROUP != 128) acc[0][mt][nt][c] = acc[1][mt][nt][c] = 0.0f;
+                            if (GROUP != 128) acc[0][mt][nt][c] = acc[kChains - 1][mt][nt][c] = 0.0f;
                         }
                     }
                 }
@@ -825,7 +835,7 @@ __device__ __forceinline__ void biased_sums(unsigned char *xs, int steps)
 }
 
 template <int GROUP, bool WHOLE, bool SRING = false, int SUPER = 4, int SLOTS = kStreamXsRingSlots, bool TAIL = false,
-          bool BIASED = false>
+          bool BIASED = false, bool ONE_CHAIN = false>
 __global__ void __launch_bounds__(kStreamXsMaxWarps * 32, 1)
 apply_stream_split_k_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const int32_t *__restrict__ packed,
                             const uint16_t *__restrict__ scales, const uint16_t *__restrict__ bias, int64_t n,
@@ -906,7 +916,7 @@ apply_stream_split_k_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k
     };
     const int64_t row0 = (cluster * warps + warp) * 16;
     if (row0 < n)
-        stream_warp_rows<GROUP, 1, kTiles, kSuper, kSlots, kXShared, true, WHOLE, TAIL, true, SRING, BIASED>(
+        stream_warp_rows<GROUP, 1, kTiles, kSuper, kSlots, kXShared, true, WHOLE, TAIL, true, SRING, BIASED, ONE_CHAIN>(
             x, m, k, packed, scales, n, row0, clusters * warps * 16, n, 0, ring, xs, step0, ksteps, meet);
     rad_cluster_sync(); /* the other block's last arrival on this block's barriers has landed */
 #else
@@ -940,7 +950,8 @@ int split_k_max_clusters(void)
 /* The benchmark build's other split-k rings of 2-step super-steps in 3 slots (run 79): whole in
  * each half without the scales, or for groups of 256 (streamsplitk2s3); the library's two with the
  * biased codes (streamsplitk2s3srb, streamsplitk2s3b); halves of an odd number of steps with the
- * scales' windows in the ring, biased codes or not (streamsplitk2s3srw, streamsplitk2s3srwb).
+ * scales' windows in the ring, biased codes or not (streamsplitk2s3srw, streamsplitk2s3srwb); and
+ * some of these with one mma chain (streamsplitk2s3sr1, streamsplitk2s3srb1, streamsplitk2s3srwb1).
  * nullptr for any other plan. */
 SplitKKernel split_k_variant_kernel(const ApplyArgs &a, const ApplyPlan &p, int slots)
 {
@@ -950,8 +961,16 @@ SplitKKernel split_k_variant_kernel(const ApplyArgs &a, const ApplyPlan &p, int 
     if (a.group != 128 && a.group != 256) return nullptr;
     if (!whole && p.ring_scales) { /* the scales' windows in the ring (groups of 128), biased codes or not */
         if (!g128) return nullptr;
+        if (p.one_chain)
+            return p.biased_codes ? apply_stream_split_k_kernel<128, false, true, kFine, kFineSlots, true, true, true>
+                                  : nullptr;
         return p.biased_codes ? apply_stream_split_k_kernel<128, false, true, kFine, kFineSlots, true, true>
                               : apply_stream_split_k_kernel<128, false, true, kFine, kFineSlots, true>;
+    }
+    if (p.one_chain) { /* whole with the scales in the ring, the biased codes or not */
+        if (!g128 || !whole || !p.ring_scales) return nullptr;
+        return p.biased_codes ? apply_stream_split_k_kernel<128, true, true, kFine, kFineSlots, false, true, true>
+                              : apply_stream_split_k_kernel<128, true, true, kFine, kFineSlots, false, false, true>;
     }
     if (p.biased_codes) { /* groups of 128: whole with the scales in the ring, or all but the last without */
         if (!g128 || whole != p.ring_scales) return nullptr;
@@ -970,7 +989,7 @@ rad_error_t launch_stream_split_k(const ApplyArgs &a, const ApplyPlan &p)
 {
     SplitKKernel kernel = nullptr;
     const int super_step = p.super_step, slots = p.ring_slots > 0 ? p.ring_slots : kStreamXsRingSlots;
-    if (p.biased_codes) {
+    if (p.biased_codes || p.one_chain) {
         /* the benchmark build's only (split_k_variant_kernel) */
     } else if (super_step == 4 && slots == kStreamXsRingSlots && !p.tail_super) {
         /* whole super-steps in each half with their scales in the ring or not, or every step tested */

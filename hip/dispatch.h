@@ -233,8 +233,9 @@ struct Dispatch {
     int64_t pair_block0;
     /* kStreamSharedX with k_parts 2, groups of 128, 2-step super-steps: the A fragments biased
      * (apply_common.h, dequant_a_fragments_biased), smem counting split_k_biased_sums_bytes. The
-     * benchmark build's only (streamsplitk2s3*b in variants.def); the planner never sets it */
-    bool biased_codes;
+     * benchmark build's only (streamsplitk2s3*b in variants.def); the planner never sets it.
+     * one_chain: the same kernel with one mma chain (streamsplitk2s3*1), likewise */
+    bool biased_codes, one_chain;
 };
 
 /* kVector: the smallest tile of tokens that holds m (1, 2, 4 or 8: the FMAs of tokens past m are

@@ -135,6 +135,10 @@ int variant_plan(const ApplyArgs &a, const Variant &v, ApplyPlan *p)
             ok = v.p2 == kSplitKFineSlots && a.group == 128 &&
                  (p->whole_super == p->ring_scales || (v.p3 & 2)); /* the instances split_k_variant_kernel has */
         }
+        if (ok && (v.p3 & 4)) { /* one mma chain: the kernels split_k_variant_kernel has */
+            p->one_chain = true;
+            ok = v.p2 == kSplitKFineSlots && a.group == 128 && p->ring_scales;
+        }
         ok = ok && p->smem <= f.smem_optin();
         if (ok && v.p0 > 0 && p->blocks > v.p0) p->blocks = v.p0;
         break;
