@@ -242,7 +242,7 @@ __device__ __forceinline__ void stream_warp_rows(const uint16_t *__restrict__ x,
         }
     };
 
-    /* two mma chains (the low and high k8 of each k16) */
+    /* two mma chains (the low and high k8 of each k16; one with ONE_CHAIN) */
     float total[ROW_TILES][TOKEN_TILES][4], acc[kChains][ROW_TILES][TOKEN_TILES][4];
 #pragma unroll
     for (int mt = 0; mt < ROW_TILES; mt++)
