@@ -61,13 +61,17 @@ __device__ __forceinline__ void rad_cp_async_ca(unsigned smem, const void *gmem,
 __device__ __forceinline__ void rad_cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 template <int N>
 __device__ __forceinline__ void rad_cp_async_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
-/* (a & 0x000F000F) | c in one LOP3 (with two immediates the compiler emits two instructions). */
-__device__ __forceinline__ uint32_t rad_nibble_pair_or(uint32_t a, uint32_t c)
+/* (a & MASK) | c in one LOP3, MASK an immediate (with two immediates the compiler emits two
+ * instructions). */
+template <uint32_t MASK>
+__device__ __forceinline__ uint32_t rad_and_or(uint32_t a, uint32_t c)
 {
     uint32_t d;
-    asm("lop3.b32 %0, %1, 0x000F000F, %2, 0xEA;" : "=r"(d) : "r"(a), "r"(c));
+    asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(d) : "r"(a), "n"(MASK), "r"(c));
     return d;
 }
+/* (a & 0x000F000F) | c: a nibble of each half */
+__device__ __forceinline__ uint32_t rad_nibble_pair_or(uint32_t a, uint32_t c) { return rad_and_or<0x000F000Fu>(a, c); }
 /* d = A * B (the accumulator starts at zero: no registers to clear first). */
 __device__ __forceinline__ void rad_mma_bf16_m16n8k16_zero(float d[4], const uint32_t a[4], uint32_t b0, uint32_t b1)
 {
@@ -90,14 +94,6 @@ __device__ __forceinline__ uint32_t rad_funnel_shift_r(uint32_t lo, uint32_t hi,
 {
     uint32_t d;
     asm("shf.r.wrap.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(lo), "r"(hi), "r"(shift));
-    return d;
-}
-/* (a & MASK) | c in one LOP3, MASK an immediate. */
-template <uint32_t MASK>
-__device__ __forceinline__ uint32_t rad_and_or(uint32_t a, uint32_t c)
-{
-    uint32_t d;
-    asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(d) : "r"(a), "n"(MASK), "r"(c));
     return d;
 }
 /* Two bf16 lanes: a * b + c, one rounding each (exact for the small integers it is used on). */
