@@ -1,8 +1,9 @@
 /*
  * ptx_sm80.h - NVIDIA instructions of sm_80 and later that the apply kernels use: mma.sync
- * m16n8k16 bf16 -> fp32, cp.async, the LOP3 / bf16x2 FMA of the nibble dequantization, and the
- * quantizer's float -> bf16x2 conversion (RAD_HAS_CVT_BF16X2). RAD_HAS_MMA_BF16 says whether the current device pass has them; elsewhere (host passes, AMD,
- * older NVIDIA GPUs) nothing is defined and the kernels that need them compile to empty bodies.
+ * m16n8k16 bf16 -> fp32, cp.async, the LOP3 / bf16x2 FMA of the nibble dequantization, a funnel
+ * shift, and the quantizer's float -> bf16x2 conversion (RAD_HAS_CVT_BF16X2). RAD_HAS_MMA_BF16
+ * says whether the current device pass has them; elsewhere (host passes, AMD, older NVIDIA GPUs)
+ * nothing is defined and the kernels that need them compile to empty bodies.
  */
 #ifndef RADIANCE_PTX_SM80_H
 #define RADIANCE_PTX_SM80_H
