@@ -73,9 +73,10 @@ struct StreamSmem {
  * super-step ahead (dispatch.h, kRingScalesFewTokensMaxK). SRING with TAIL (the benchmark build's
  * split k at k / 256 odd, streamsplitk2s3srw: K_PART, 2-step super-steps, groups of 128): the
  * second half starts at an odd step, so each super-step's two scales a row are copied as the two
- * aligned 4-byte words around them (SWIN) and shifted into place when read. UNITS needs the activations in shared memory
- * or WHOLE (those from global memory are loaded a step ahead, into register sets that follow the
- * step's parity: with whole super-steps the last step of a unit loads the next unit's first). */
+ * aligned 4-byte words around them (SWIN) and shifted into place when read. UNITS needs the
+ * activations in shared memory or WHOLE (those from global memory are loaded a step ahead, into
+ * register sets that follow the step's parity: with whole super-steps the last step of a unit
+ * loads the next unit's first). */
 template <bool B>
 struct StepsTested {
     static constexpr bool value = B;
@@ -834,12 +835,14 @@ __device__ __forceinline__ void biased_sums(unsigned char *xs, int steps)
     }
 }
 
-template <int GROUP, bool WHOLE, bool SRING = false, int SUPER = 4, int SLOTS = kStreamXsRingSlots, bool TAIL = false,
-          bool BIASED = false, bool ONE_CHAIN = false>
-__global__ void __launch_bounds__(kStreamXsMaxWarps * 32, 1)
-apply_stream_split_k_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const int32_t *__restrict__ packed,
-                            const uint16_t *__restrict__ scales, const uint16_t *__restrict__ bias, int64_t n,
-                            uint16_t *__restrict__ out)
+/* The split-k kernels' body: apply_stream_split_k_kernel's, and with BIASED (stream_warp_rows'
+ * biased codes), ONE_CHAIN or the scales' windows (SRING with TAIL) the benchmark build's
+ * apply_stream_split_k_variant_kernel's, so that the library's kernels keep their template
+ * arguments and names. */
+template <int GROUP, bool WHOLE, bool SRING, int SUPER, int SLOTS, bool TAIL, bool BIASED, bool ONE_CHAIN>
+__device__ __forceinline__ void split_k_body(const uint16_t *__restrict__ x, int64_t m, int64_t k,
+                                             const int32_t *__restrict__ packed, const uint16_t *__restrict__ scales,
+                                             const uint16_t *__restrict__ bias, int64_t n, uint16_t *__restrict__ out)
 {
 #if defined(RAD_HAS_MMA_BF16) && defined(RAD_HAS_CLUSTER)
     constexpr int kSuper = SUPER, kSlots = SLOTS, kTiles = kSplitKTokenTiles;
@@ -924,6 +927,26 @@ apply_stream_split_k_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k
 #endif
 }
 
+template <int GROUP, bool WHOLE, bool SRING = false, int SUPER = 4, int SLOTS = kStreamXsRingSlots, bool TAIL = false>
+__global__ void __launch_bounds__(kStreamXsMaxWarps * 32, 1)
+apply_stream_split_k_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const int32_t *__restrict__ packed,
+                            const uint16_t *__restrict__ scales, const uint16_t *__restrict__ bias, int64_t n,
+                            uint16_t *__restrict__ out)
+{
+    split_k_body<GROUP, WHOLE, SRING, SUPER, SLOTS, TAIL, false, false>(x, m, k, packed, scales, bias, n, out);
+}
+
+#if defined(RADIANCE_KERNEL_VARIANTS)
+template <int GROUP, bool WHOLE, bool SRING, int SUPER, int SLOTS, bool TAIL, bool BIASED, bool ONE_CHAIN>
+__global__ void __launch_bounds__(kStreamXsMaxWarps * 32, 1)
+apply_stream_split_k_variant_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k,
+                                    const int32_t *__restrict__ packed, const uint16_t *__restrict__ scales,
+                                    const uint16_t *__restrict__ bias, int64_t n, uint16_t *__restrict__ out)
+{
+    split_k_body<GROUP, WHOLE, SRING, SUPER, SLOTS, TAIL, BIASED, ONE_CHAIN>(x, m, k, packed, scales, bias, n, out);
+}
+#endif
+
 /* a split-k kernel instance's launch signature */
 using SplitKKernel = void (*)(const uint16_t *, int64_t, int64_t, const int32_t *, const uint16_t *, const uint16_t *,
                               int64_t, uint16_t *);
@@ -953,6 +976,11 @@ int split_k_max_clusters(void)
  * scales' windows in the ring, biased codes or not (streamsplitk2s3srw, streamsplitk2s3srwb); and
  * some of these with one mma chain (streamsplitk2s3sr1, streamsplitk2s3srb1, streamsplitk2s3srwb1).
  * nullptr for any other plan. */
+/* apply_stream_split_k_variant_kernel in 2-step super-steps in 3 slots, groups of 128 */
+template <bool WHOLE, bool SRING, bool TAIL, bool BIASED, bool ONE_CHAIN>
+constexpr SplitKKernel kFineVariant = apply_stream_split_k_variant_kernel<128, WHOLE, SRING, kSplitKFineSteps,
+                                                                          kSplitKFineSlots, TAIL, BIASED, ONE_CHAIN>;
+
 SplitKKernel split_k_variant_kernel(const ApplyArgs &a, const ApplyPlan &p, int slots)
 {
     constexpr int kFine = kSplitKFineSteps, kFineSlots = kSplitKFineSlots;
@@ -961,21 +989,18 @@ SplitKKernel split_k_variant_kernel(const ApplyArgs &a, const ApplyPlan &p, int 
     if (a.group != 128 && a.group != 256) return nullptr;
     if (!whole && p.ring_scales) { /* the scales' windows in the ring (groups of 128), biased codes or not */
         if (!g128) return nullptr;
-        if (p.one_chain)
-            return p.biased_codes ? apply_stream_split_k_kernel<128, false, true, kFine, kFineSlots, true, true, true>
-                                  : nullptr;
-        return p.biased_codes ? apply_stream_split_k_kernel<128, false, true, kFine, kFineSlots, true, true>
-                              : apply_stream_split_k_kernel<128, false, true, kFine, kFineSlots, true>;
+        if (p.one_chain) return p.biased_codes ? kFineVariant<false, true, true, true, true> : nullptr;
+        return p.biased_codes ? kFineVariant<false, true, true, true, false>
+                              : kFineVariant<false, true, true, false, false>;
     }
     if (p.one_chain) { /* whole with the scales in the ring, the biased codes or not */
         if (!g128 || !whole || !p.ring_scales) return nullptr;
-        return p.biased_codes ? apply_stream_split_k_kernel<128, true, true, kFine, kFineSlots, false, true, true>
-                              : apply_stream_split_k_kernel<128, true, true, kFine, kFineSlots, false, false, true>;
+        return p.biased_codes ? kFineVariant<true, true, false, true, true>
+                              : kFineVariant<true, true, false, false, true>;
     }
     if (p.biased_codes) { /* groups of 128: whole with the scales in the ring, or all but the last without */
         if (!g128 || whole != p.ring_scales) return nullptr;
-        return whole ? apply_stream_split_k_kernel<128, true, true, kFine, kFineSlots, false, true>
-                     : apply_stream_split_k_kernel<128, false, false, kFine, kFineSlots, true, true>;
+        return whole ? kFineVariant<true, true, false, true, false> : kFineVariant<false, false, true, true, false>;
     }
     if (p.ring_scales) return nullptr; /* the library's (groups of 128, whole) or none */
     return g128 ? (whole ? apply_stream_split_k_kernel<128, true, false, kFine, kFineSlots>

@@ -18,8 +18,13 @@ A model, not a measurement: benchmarks/harness/variant_error.py measures the ker
 """
 
 import argparse
+import os
+import sys
 
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gpu_kernels import bf16_bits_to_f32, f32_to_bf16_rne_bits  # noqa: E402
 
 
 def round_toward_zero_f32(v):
@@ -39,9 +44,8 @@ def mma(c, products):
 
 
 def bf16(a):
-    u = np.asarray(a, np.float32).view(np.uint32).astype(np.uint64)
-    u = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16) << 16
-    return u.astype(np.uint32).view(np.float32).astype(np.float64)
+    """float64 of a's values rounded to bf16 (nearest, ties to even)."""
+    return bf16_bits_to_f32(f32_to_bf16_rne_bits(a)).astype(np.float64)
 
 
 def pairwise_f32(v):

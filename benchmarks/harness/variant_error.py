@@ -23,7 +23,8 @@ import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from gpu_kernels import VARIANTS, Lib, NotApplicable, bf16_bits_to_f32, f32_to_bf16_rne_bits, unpack_q  # noqa: E402
+from gpu_kernels import (SHIFTS, VARIANTS, Lib, NotApplicable, bf16_bits_to_f32,  # noqa: E402
+                         f32_to_bf16_rne_bits, unpack_q)
 
 GROUP = 128
 
@@ -33,7 +34,7 @@ def operands(rng, n, k, m, x_kind, q_kind):
         codes = rng.integers(0, 16, (n, k))
     else:  # small: q in -1 .. 1
         codes = rng.integers(7, 10, (n, k))
-    shifts = np.array((0, 16, 4, 20, 8, 24, 12, 28), np.uint64)  # gpu_kernels.SHIFTS: element e of a word
+    shifts = np.array(SHIFTS, np.uint64)  # element e of a word at bit SHIFTS[e]
     words = (codes.reshape(n, k // 8, 8).astype(np.uint64) << shifts).sum(-1).astype(np.uint32).view(np.int32)
     s32 = (rng.random((n, k // GROUP)).astype(np.float32) * 0.02 + 0.001) * np.where(
         rng.random((n, k // GROUP)) < 0.1, -1, 1).astype(np.float32)
