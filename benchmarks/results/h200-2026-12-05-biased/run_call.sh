@@ -18,6 +18,7 @@
 #    (each variant where it applies: srb, sr1, srb1 at k % 512 == 0, b, srw, srwb, srwb1 at 5376);
 # 4. Nsight Compute at 16 tokens, with the time that is left: the plan and srb on 248320 x 5120,
 #    the plan and srw on 262144 x 5376.
+# CALL_BUDGET (default 585): the seconds it may take; each A/B loop runs where 150 s are left.
 . "$(dirname "$0")/../../harness/call_preamble.sh"
 tar -xJf .carry/b_lib.tar.xz || exit 1
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv >"$OUT/gpu.txt"
@@ -28,13 +29,14 @@ logged error 90 python3 benchmarks/harness/variant_error.py --lib build/B/lib.so
 tail -1 "$OUT/error.log"
 T=(python3 benchmarks/harness/ab_time.py --a build/B/lib.so --b build/B/lib.so)
 heads=248320x5120,151936x5120,128256x4096,262144x5376,151936x6144
+budget=${CALL_BUDGET:-585} # seconds this script may take (less where a call runs something before it)
 for r in 1 2; do
-    if [ $((SECONDS - call_started)) -lt $((r == 1 ? 300 : 400)) ]; then
+    if [ $((SECONDS - call_started + 150)) -le "$budget" ]; then
         logged "ab_$r" 150 "${T[@]}" --heads $heads --m 9,16 --b-variants $new
     fi
 done
 for f in "$OUT"/ab_*.log; do echo "== $f"; grep -vE "^# |^$" "$f" | sed -E 's/ {2,}/ /g'; done
-left=$((585 - (SECONDS - call_started)))
+left=$((budget - (SECONDS - call_started)))
 if [ $left -gt 60 ]; then
     OUT=$OUT/ncu LIB=build/B/lib.so timeout $left bash benchmarks/harness/ncu_profile.sh \
         "16:auto:248320x5120,16:streamsplitk2s3srb:248320x5120,16:auto:262144x5376,16:streamsplitk2s3srw:262144x5376"
