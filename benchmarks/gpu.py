@@ -13,7 +13,9 @@ no launch gap lands between two events), then one call of each, back to back, ea
 CUDA events, the order rotated from round to round; the median over the rounds. Operands rotate
 over copies wherever one set would sit in L2. Prints µs, the roofline fraction (the larger of the
 bytes over the measured read bandwidth and the flops over the measured bf16 matmul rate, over the
-time) and peer / radiance ratios, then per head the worst ratio against each peer. Writes
+time) and peer / radiance ratios, then per head the worst ratio against each peer. Per head also the
+time of a plain read of the int4 head's bytes in one kernel (torch.sum), the same way: the share of
+the roofline that a kernel of that size can reach at all. Writes
 results.md and results.json (and with --plot apply.png) into --out. --quantize adds quantize_rows beside the seed
 algorithm in plain torch.
 """
@@ -105,6 +107,14 @@ def int4_head_sets(n, k, group, l2):
         return packed, scales
 
     return [make() for _ in range(copies_for(n * k // 2 + n * (k // group) * 2, l2))]
+
+
+def read_fn(nbytes, l2):
+    """One plain read of nbytes (torch.sum over fp32 words, one kernel), rotated over copies like
+    the heads: the time a kernel of that size needs to read its bytes, launch and ramp included
+    (the roofline's read rate is measured on 4 GiB)."""
+    sets = [(torch.rand(nbytes // 4, device=DEV),) for _ in range(copies_for(nbytes, l2))]
+    return Rotating(sets, lambda x, out, words: torch.sum(words))
 
 
 def radiance_fn(n, k, group, l2):
@@ -326,7 +336,7 @@ def main():
     ms = [int(v) for v in args.m.split(",")]
     peer_names = [p for p in args.peers.split(",") if p]
     results = {"environment": env, "read_GBps": read_gbs, "copy_GBps": copy_gbs, "matmul_TFLOPs": mm_tflops,
-               "apply": [], "worst": {}, "quantize": {}}
+               "apply": [], "worst": {}, "read_limit": {}, "quantize": {}}
     lines = []
     if "humming" in peer_names and not args.only_quantize:
         try:
@@ -348,7 +358,11 @@ def main():
                      f"{head_bytes / (read_gbs * 1e3):.0f} µs")
         lines.append(f"{'M':>5} {'radiance µs':>11} {'%roof':>6} | "
                      + " | ".join(f"{p:>8} µs  ratio" for p in peer_names))
-        print("\n".join(lines[-2:]), flush=True)
+        read_us = rounds({"read": read_fn(head_bytes, l2)}, None, {"read": None}, args.round_budget)["read"]
+        results["read_limit"][head] = {"us": read_us, "pct_of_floor": 100 * head_bytes / (read_gbs * 1e3) / read_us}
+        lines.append(f"a plain read of those bytes (torch.sum, one kernel): {read_us:.1f} µs, "
+                     f"{results['read_limit'][head]['pct_of_floor']:.0f}% of the read floor")
+        print("\n".join(lines[-3:]), flush=True)
         worst = {}
         for m in ms:
             x = torch.randn(m, k, device=DEV, dtype=torch.bfloat16)
