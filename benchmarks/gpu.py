@@ -356,12 +356,12 @@ def main():
         fns.update({p: f for p, f in peers.items() if not isinstance(f, str)})
         lines.append(f"\n## {n} x {k}, group {group}: int4 head {head_bytes / 1e6:.0f} MB, read floor "
                      f"{head_bytes / (read_gbs * 1e3):.0f} µs")
-        lines.append(f"{'M':>5} {'radiance µs':>11} {'%roof':>6} | "
-                     + " | ".join(f"{p:>8} µs  ratio" for p in peer_names))
         read_us = rounds({"read": read_fn(head_bytes, l2)}, None, {"read": None}, args.round_budget)["read"]
         results["read_limit"][head] = {"us": read_us, "pct_of_floor": 100 * head_bytes / (read_gbs * 1e3) / read_us}
         lines.append(f"a plain read of those bytes (torch.sum, one kernel): {read_us:.1f} µs, "
                      f"{results['read_limit'][head]['pct_of_floor']:.0f}% of the read floor")
+        lines.append(f"{'M':>5} {'radiance µs':>11} {'%roof':>6} | "
+                     + " | ".join(f"{p:>8} µs  ratio" for p in peer_names))
         print("\n".join(lines[-3:]), flush=True)
         worst = {}
         for m in ms:
