@@ -114,13 +114,14 @@ __device__ __forceinline__ void stream_warp_rows(const uint16_t *__restrict__ x,
     const int nsteps = K_PART ? ksteps : (int)(kw / kStepWords);
     const int nsuper = (nsteps + SUPER_STEPS - 1) / SUPER_STEPS;
     static_assert(!UNITS || XS || WHOLE, "more than one unit: see above");
-    static_assert(!BIASED || (XS && GROUP == 128), "the biased codes' sums: one group a step, in shared memory");
+    static_assert(!BIASED || GROUP == 128, "the biased codes' sums: one group a step");
     /* BIASED: the A fragments are q + kBiasedCodeOffset (dequant_a_fragments_biased), and each
      * group's first mma of the low chain starts from -kBiasedCodeOffset times the sum of the
      * group's activations of its token: for step s and the tokens 2 t, 2 t + 1 of n-tile nt,
      * the mma's C operand (those two for rows g and g + 8) at xcorr + ((4 s + t) TOKEN_TILES +
-     * nt) 16, a table the caller puts right after the activations (biased_sums) */
-    const unsigned char *xcorr = BIASED ? xs + TOKEN_TILES * nsteps * 2048 : nullptr;
+     * nt) 16, a table in shared memory: with kXShared right after the activations (biased_sums),
+     * else xs itself (the benchmark build's one-unit kernel, biased_sums_global) */
+    const unsigned char *xcorr = !BIASED ? nullptr : XS ? xs + TOKEN_TILES * nsteps * 2048 : xs;
     /* ONE_CHAIN (the benchmark build's split k, streamsplitk2s3*1): the low and high k8 of each
      * k16 into one accumulator, one mma after the other, so that no FADD joins two chains when a
      * group closes (16 warps a block keep the tensor core's latency hidden: docs/PERF_LOG.md,
@@ -590,6 +591,85 @@ rad_error_t launch_stream_persistent(const ApplyArgs &a, const ApplyPlan &p)
                                                                     a.out);
     return rad_get_last_error();
 }
+
+/* biased_sums' table (stream_warp_rows' BIASED) for one 8-token tile of the activations in global
+ * memory, all k / 128 steps of them, into `table` (k / 128 x 64 bytes of shared memory): for step s,
+ * token g < m, -kBiasedCodeOffset times the sum of its 128 activations, in biased_sums' order (each
+ * 16-byte piece's 8 values pairwise, then the 16 pieces pairwise), at float indices (4 s + g / 2) 4
+ * + g % 2 and that + 2; 0 for tokens past m. A barrier after. */
+__device__ __forceinline__ void biased_sums_global(const uint16_t *__restrict__ x, int64_t m, int64_t k, float *table)
+{
+    const int steps = (int)(k / 128);
+    for (int e = (int)threadIdx.x; e < steps * 8; e += (int)blockDim.x) {
+        const int g = e & 7, s = e >> 3;
+        float c = 0.0f;
+        if (g < m) {
+            const uint16_t *src = x + g * k + 128 * (int64_t)s;
+            float part[16]; /* piece 4 i + t: columns 32 t + 8 i .. + 7, as biased_sums numbers them */
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+#pragma unroll
+                for (int t = 0; t < 4; t++) {
+                    const rad_u32x4 v = rad_load_cached_16(src + 32 * t + 8 * i);
+                    const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+                    float h[4];
+#pragma unroll
+                    for (int j = 0; j < 4; j++)
+                        h[j] = rad_bf16_to_float(w[j] & 0xffffu) + rad_bf16_to_float(w[j] >> 16);
+                    part[4 * i + t] = (h[0] + h[1]) + (h[2] + h[3]);
+                }
+            float quarter[4];
+#pragma unroll
+            for (int j = 0; j < 4; j++)
+                quarter[j] = (part[4 * j] + part[4 * j + 1]) + (part[4 * j + 2] + part[4 * j + 3]);
+            c = -kBiasedCodeOffset * ((quarter[0] + quarter[1]) + (quarter[2] + quarter[3]));
+        }
+        float *at = table + (4 * s + (g >> 1)) * 4 + (g & 1);
+        at[0] = at[2] = c; /* the accumulator's rows g and g + 8 */
+    }
+}
+
+/* The library's one-unit kernel of 1-8 tokens (loads skipped past m, no pairs) with the biased codes
+ * (streamskip*b, run 84): the A fragments q + kBiasedCodeOffset by a shift and a LOP3 a pair, no
+ * FMA, each group's low chain started from the block's table of -kBiasedCodeOffset sum x
+ * (biased_sums_global, after the rings); whole super-steps with the scales in the ring or not, or
+ * all but the last; groups of 128. */
+template <bool WHOLE, bool SRING>
+__global__ void __launch_bounds__(kStreamWarps * 32, kStreamBlocksPerSm)
+apply_stream_biased_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const int32_t *__restrict__ packed,
+                           const uint16_t *__restrict__ scales, const uint16_t *__restrict__ bias, int64_t n,
+                           uint16_t *__restrict__ out)
+{
+    extern __shared__ __align__(16) unsigned char smem[];
+    constexpr int kRing = 2 * StreamSmem<1, 4, 128, SRING>::slot;
+    unsigned char *table = smem + kStreamWarps * kRing;
+    biased_sums_global(x, m, k, (float *)table);
+    __syncthreads();
+    const int warp = threadIdx.x >> 5;
+    const int64_t row0 = ((int64_t)blockIdx.x * kStreamWarps + warp) * 16;
+    if (row0 >= n) return;
+    stream_warp_rows<128, 1, 1, 4, 2, kXSkip, false, WHOLE, !WHOLE, false, SRING, true>(
+        x, m, k, packed, scales, n, row0, n, n, 0, smem + warp * kRing, table, 0, 0,
+        StoreUnit<1, 1>{m, n, 0, bias, out});
+}
+
+rad_error_t launch_stream_biased(const ApplyArgs &a, const ApplyPlan &p)
+{
+    const bool whole = p.whole_super && a.k % 512 == 0, tail = p.tail_super && !p.whole_super;
+    if (p.row_tiles != 1 || p.token_tiles != 1 || p.x_mode != kXSkip || p.pair_block0 != 0 || a.m > 8 ||
+        a.group != 128 || !(whole || tail) || (p.ring_scales && !whole))
+        return (rad_error_t)RADIANCE_GPU_EINVAL;
+    auto kernel = !whole ? apply_stream_biased_kernel<false, false>
+                         : p.ring_scales ? apply_stream_biased_kernel<true, true> : apply_stream_biased_kernel<true, false>;
+    const int smem = kStreamWarps * 2 * (int)stream_slot_bytes(1, 4, 128, p.ring_scales) + (int)(a.k / 128) * 64;
+    const int64_t blocks = (a.n + 16 * kStreamWarps - 1) / (16 * kStreamWarps);
+    if (blocks > 0x7fffffffLL) return (rad_error_t)RADIANCE_GPU_EINVAL;
+    rad_error_t err = rad_func_set_max_dynamic_smem(kernel, smem);
+    if (err != RAD_SUCCESS) return err;
+    kernel<<<(unsigned)blocks, kStreamWarps * 32, smem, a.stream>>>(a.x, a.m, a.k, a.packed, a.scales, a.bias, a.n,
+                                                                    a.out);
+    return rad_get_last_error();
+}
 #endif
 
 } // namespace
@@ -601,6 +681,7 @@ rad_error_t launch_stream(const ApplyArgs &a, const ApplyPlan &p)
     constexpr int kTokenTiles = 1, kSuperSteps = 4, kRingSlots = 2;
 #if defined(RADIANCE_KERNEL_VARIANTS)
     if (p.blocks > 0) return launch_stream_persistent(a, p);
+    if (p.biased_codes) return launch_stream_biased(a, p);
 #endif
     if (p.token_tiles != kTokenTiles) return (rad_error_t)RADIANCE_GPU_EINVAL;
     void (*kernel)(const uint16_t *, int64_t, int64_t, const int32_t *, const uint16_t *, const uint16_t *, int64_t,

@@ -232,9 +232,10 @@ struct Dispatch {
      * pairs of warps over halves of k (stream_pair_block0); 0: none */
     int64_t pair_block0;
     /* kStreamSharedX with k_parts 2, groups of 128, 2-step super-steps: the A fragments biased
-     * (apply_common.h, dequant_a_fragments_biased), smem counting split_k_biased_sums_bytes. The
-     * benchmark build's only (streamsplitk2s3*b in variants.def); the planner never sets it.
-     * one_chain: the same kernel with one mma chain (streamsplitk2s3*1), likewise */
+     * (apply_common.h, dequant_a_fragments_biased), smem counting split_k_biased_sums_bytes; kStream
+     * (one token chunk, no pairs, groups of 128): the same, smem counting the table's k / 128 x 64 bytes. The
+     * benchmark build's only (streamsplitk2s3*b, streamskip*b in variants.def); the planner never
+     * sets it. one_chain: the split-k kernel with one mma chain (streamsplitk2s3*1), likewise */
     bool biased_codes, one_chain;
 };
 

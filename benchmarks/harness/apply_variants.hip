@@ -112,9 +112,13 @@ int variant_plan(const ApplyArgs &a, const Variant &v, ApplyPlan *p)
             p->blocks = (int)(v.p2 * f.sm_count());
             ok = ok && a.m <= 8 && a.k % 512 == 0;
         }
-        if (v.p3 == 1) { /* the scales in the ring, one 8-token chunk, whole super-steps */
+        if (v.p3 & 1) { /* the scales in the ring, one 8-token chunk, whole super-steps */
             p->ring_scales = true;
             ok = ok && a.m <= 8 && p->whole_super;
+        }
+        if (v.p3 & 2) { /* the biased codes: one 8-token chunk, groups of 128, not persistent */
+            p->biased_codes = true;
+            ok = ok && a.m <= 8 && a.group == 128 && v.p2 == 0;
         }
         break;
     case kVarSplitK:
