@@ -659,8 +659,9 @@ rad_error_t launch_stream_biased(const ApplyArgs &a, const ApplyPlan &p)
     if (p.row_tiles != 1 || p.token_tiles != 1 || p.x_mode != kXSkip || p.pair_block0 != 0 || a.m > 8 ||
         a.group != 128 || !(whole || tail) || (p.ring_scales && !whole))
         return (rad_error_t)RADIANCE_GPU_EINVAL;
-    auto kernel = !whole ? apply_stream_biased_kernel<false, false>
-                         : p.ring_scales ? apply_stream_biased_kernel<true, true> : apply_stream_biased_kernel<true, false>;
+    auto kernel = !whole          ? apply_stream_biased_kernel<false, false>
+                  : p.ring_scales ? apply_stream_biased_kernel<true, true>
+                                  : apply_stream_biased_kernel<true, false>;
     const int smem = kStreamWarps * 2 * (int)stream_slot_bytes(1, 4, 128, p.ring_scales) + (int)(a.k / 128) * 64;
     const int64_t blocks = (a.n + 16 * kStreamWarps - 1) / (16 * kStreamWarps);
     if (blocks > 0x7fffffffLL) return (rad_error_t)RADIANCE_GPU_EINVAL;

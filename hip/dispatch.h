@@ -233,9 +233,9 @@ struct Dispatch {
     int64_t pair_block0;
     /* kStreamSharedX with k_parts 2, groups of 128, 2-step super-steps: the A fragments biased
      * (apply_common.h, dequant_a_fragments_biased), smem counting split_k_biased_sums_bytes; kStream
-     * (one token chunk, no pairs, groups of 128): the same, smem counting the table's k / 128 x 64 bytes. The
-     * benchmark build's only (streamsplitk2s3*b, streamskip*b in variants.def); the planner never
-     * sets it. one_chain: the split-k kernel with one mma chain (streamsplitk2s3*1), likewise */
+     * (one token chunk, no pairs, groups of 128): the same, its launch adding the table's bytes.
+     * The benchmark build's only (streamsplitk2s3*b, streamskip*b in variants.def); the planner
+     * never sets it. one_chain: the split-k kernel with one mma chain (streamsplitk2s3*1), likewise */
     bool biased_codes, one_chain;
 };
 
