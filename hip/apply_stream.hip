@@ -513,6 +513,40 @@ struct PairMeet {
     }
 };
 
+/* One entry of stream_warp_rows' BIASED table: -kBiasedCodeOffset times the sum of one token's 128
+ * activations of a step, piece(i, t) giving the 16 bytes of its columns 32 t + 8 i .. + 7 (a uint4).
+ * The sum runs in a fixed order, each piece's 8 values pairwise, then the 16 pieces pairwise, so
+ * that its bits depend neither on where the activations are read from nor on the block's shape. */
+template <class Piece>
+__device__ __forceinline__ float biased_step_sum(Piece piece)
+{
+    float part[16];
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+#pragma unroll
+        for (int t = 0; t < 4; t++) {
+            const uint4 v = piece(i, t);
+            const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+            float h[4];
+#pragma unroll
+            for (int j = 0; j < 4; j++) h[j] = rad_bf16_to_float(w[j] & 0xffffu) + rad_bf16_to_float(w[j] >> 16);
+            part[4 * i + t] = (h[0] + h[1]) + (h[2] + h[3]);
+        }
+    float quarter[4];
+#pragma unroll
+    for (int j = 0; j < 4; j++) quarter[j] = (part[4 * j] + part[4 * j + 1]) + (part[4 * j + 2] + part[4 * j + 3]);
+    return -kBiasedCodeOffset * ((quarter[0] + quarter[1]) + (quarter[2] + quarter[3]));
+}
+
+/* Stores c, the entry of step s and token 8 nt + g, where stream_warp_rows' BIASED reads it in a
+ * table of `tiles` 8-token tiles: float indices ((4 s + g / 2) tiles + nt) 4 + g % 2 and that + 2 (a
+ * lane's 16 bytes are the C operand of its mma, the accumulator's rows g and g + 8, as they are). */
+__device__ __forceinline__ void biased_table_put(float *table, int tiles, int s, int nt, int g, float c)
+{
+    float *at = table + ((4 * s + (g >> 1)) * tiles + nt) * 4 + (g & 1);
+    at[0] = at[2] = c;
+}
+
 template <int GROUP, int ROW_TILES, int TOKEN_TILES, int SUPER_STEPS, int RING_SLOTS, int X_MODE = kXClamp,
           bool WHOLE = false, bool TAIL = false, bool SRING = false, bool PAIRS = false>
 __global__ void __launch_bounds__(kStreamWarps * 32, ROW_TILES * TOKEN_TILES == 1 ? kStreamBlocksPerSm : 1)
@@ -593,10 +627,8 @@ rad_error_t launch_stream_persistent(const ApplyArgs &a, const ApplyPlan &p)
 }
 
 /* biased_sums' table (stream_warp_rows' BIASED) for one 8-token tile of the activations in global
- * memory, all k / 128 steps of them, into `table` (k / 128 x 64 bytes of shared memory): for step s,
- * token g < m, -kBiasedCodeOffset times the sum of its 128 activations, in biased_sums' order (each
- * 16-byte piece's 8 values pairwise, then the 16 pieces pairwise), at float indices (4 s + g / 2) 4
- * + g % 2 and that + 2; 0 for tokens past m. A barrier after. */
+ * memory, all k / 128 steps of them, into `table` (k / 128 x 64 bytes of shared memory): for step s
+ * and token g < m biased_step_sum, 0 for tokens past m. A barrier after. */
 __device__ __forceinline__ void biased_sums_global(const uint16_t *__restrict__ x, int64_t m, int64_t k, float *table)
 {
     const int steps = (int)(k / 128);
@@ -605,27 +637,12 @@ __device__ __forceinline__ void biased_sums_global(const uint16_t *__restrict__ 
         float c = 0.0f;
         if (g < m) {
             const uint16_t *src = x + g * k + 128 * (int64_t)s;
-            float part[16]; /* piece 4 i + t: columns 32 t + 8 i .. + 7, as biased_sums numbers them */
-#pragma unroll
-            for (int i = 0; i < 4; i++)
-#pragma unroll
-                for (int t = 0; t < 4; t++) {
-                    const rad_u32x4 v = rad_load_cached_16(src + 32 * t + 8 * i);
-                    const uint32_t w[4] = {v.x, v.y, v.z, v.w};
-                    float h[4];
-#pragma unroll
-                    for (int j = 0; j < 4; j++)
-                        h[j] = rad_bf16_to_float(w[j] & 0xffffu) + rad_bf16_to_float(w[j] >> 16);
-                    part[4 * i + t] = (h[0] + h[1]) + (h[2] + h[3]);
-                }
-            float quarter[4];
-#pragma unroll
-            for (int j = 0; j < 4; j++)
-                quarter[j] = (part[4 * j] + part[4 * j + 1]) + (part[4 * j + 2] + part[4 * j + 3]);
-            c = -kBiasedCodeOffset * ((quarter[0] + quarter[1]) + (quarter[2] + quarter[3]));
+            c = biased_step_sum([&](int i, int t) __attribute__((always_inline)) {
+                const rad_u32x4 v = rad_load_cached_16(src + 32 * t + 8 * i);
+                return uint4{v.x, v.y, v.z, v.w};
+            });
         }
-        float *at = table + (4 * s + (g >> 1)) * 4 + (g & 1);
-        at[0] = at[2] = c; /* the accumulator's rows g and g + 8 */
+        biased_table_put(table, 1, s, 0, g, c);
     }
 }
 
@@ -883,37 +900,20 @@ rad_error_t launch_stream_xs(const ApplyArgs &a, const ApplyPlan &p)
 #if defined(RAD_HAS_CLUSTER_LAUNCH)
 
 /* The table of stream_warp_rows' BIASED codes for the block's copy of the activations of TILES
- * 8-token tiles over `steps` 128-column steps (apply_stream_xs_kernel's layout): for step s, token
- * 8 nt + g, -kBiasedCodeOffset times the sum of its 128 activations, at float indices ((4 s + g /
- * 2) TILES + nt) 4 + g % 2 and that + 2 after the copy (a lane's 16 bytes are the C operand of its
- * mma as they are). The sums run in a fixed order: each 16-byte piece's 8
- * values pairwise, then the 16 pieces pairwise, so the bits do not depend on the block's shape.
- * Tokens past m (zeros in the copy) get 0. Needs the copy complete; a barrier after. */
+ * 8-token tiles over `steps` 128-column steps (apply_stream_xs_kernel's layout), after the copy:
+ * for step s and token 8 nt + g biased_step_sum. Tokens past m (zeros in the copy) get 0. Needs the
+ * copy complete; a barrier after. */
 template <int TILES>
 __device__ __forceinline__ void biased_sums(unsigned char *xs, int steps)
 {
     float *table = (float *)(xs + TILES * steps * 2048);
     for (int e = (int)threadIdx.x; e < TILES * steps * 8; e += (int)blockDim.x) {
         const int g = e & 7, nt = (e >> 3) % TILES, s = (e >> 3) / TILES;
-        float part[16];
-#pragma unroll
-        for (int i = 0; i < 4; i++)
-#pragma unroll
-            for (int t = 0; t < 4; t++) {
-                const uint4 v = *(const uint4 *)(xs + nt * (steps * 2048) + 16 * ((4 * s + i) * 32 + 4 * g + t));
-                const uint32_t w[4] = {v.x, v.y, v.z, v.w};
-                float h[4];
-#pragma unroll
-                for (int j = 0; j < 4; j++) h[j] = rad_bf16_to_float(w[j] & 0xffffu) + rad_bf16_to_float(w[j] >> 16);
-                part[4 * i + t] = (h[0] + h[1]) + (h[2] + h[3]);
-            }
-        float quarter[4];
-#pragma unroll
-        for (int j = 0; j < 4; j++)
-            quarter[j] = (part[4 * j] + part[4 * j + 1]) + (part[4 * j + 2] + part[4 * j + 3]);
-        const float c = -kBiasedCodeOffset * ((quarter[0] + quarter[1]) + (quarter[2] + quarter[3]));
-        float *at = table + ((4 * s + (g >> 1)) * TILES + nt) * 4 + (g & 1);
-        at[0] = at[2] = c; /* the accumulator's rows g and g + 8 */
+        const unsigned char *tile = xs + nt * (steps * 2048);
+        const float c = biased_step_sum([&](int i, int t) __attribute__((always_inline)) {
+            return *(const uint4 *)(tile + 16 * ((4 * s + i) * 32 + 4 * g + t));
+        });
+        biased_table_put(table, TILES, s, nt, g, c);
     }
 }
 
