@@ -212,10 +212,12 @@ struct Dispatch {
      * `blocks` > 0: persistent, one block per SM looping over tiles. kWgmmaFold: `tokens` and
      * consumer_wgs name its tile (always persistent, both tensor maps); fold_tstore: the tile
      * written out through the TMA engine (the output's tensor map too; plan_wgmma_fold);
-     * fold_blocks_per_sm: 1, or 2 for the tiles of fold_tile_two_per_sm */
+     * fold_blocks_per_sm: 1, or 2 for the tiles of fold_tile_two_per_sm; fold_cluster (the benchmark
+     * build's variants only, never decided): 2 where clusters of two blocks share each activation
+     * box by TMA multicast, else 0 */
     int consumer_wgs, a_sets;
     bool fold_tstore;
-    int fold_blocks_per_sm;
+    int fold_blocks_per_sm, fold_cluster;
     /* kStreamSharedX: steps per ring slot, warps per block, blocks (at most one per SM), dynamic
      * shared memory bytes (the rings and the activations), all from plan_stream_shared_x; smem
      * also kVector's */

@@ -305,6 +305,25 @@ __device__ __forceinline__ void rad_cluster_mbarrier_arrive_remote(unsigned clus
 {
     asm volatile("mbarrier.arrive.release.cta.shared::cluster.b64 _, [%0];" ::"r"(cluster_bar) : "memory");
 }
+/* The same, `count` arrivals at once. */
+__device__ __forceinline__ void rad_cluster_mbarrier_arrive_remote_count(unsigned cluster_bar, unsigned count)
+{
+    asm volatile("mbarrier.arrive.release.cta.shared::cluster.b64 _, [%0], %1;" ::"r"(cluster_bar), "r"(count)
+                 : "memory");
+}
+/* The box at (col, row) of a 2D tensor map into the same shared-memory offset of every block of
+ * the cluster in cta_mask, completing its bytes on the barrier at the same offset in each (TMA
+ * multicast; the benchmark build's folding kernel of cluster pairs, apply_wgmma_fold.hip). */
+__device__ __forceinline__ void rad_tma_load_2d_multicast(void *smem, const rad_tma_desc_t *desc, int col, int row,
+                                                          uint64_t *bar, uint16_t cta_mask)
+{
+    const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+    const unsigned b = (unsigned)__cvta_generic_to_shared(bar);
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
+                 " [%0], [%1, {%2, %3}], [%4], %5;" ::"r"(s),
+                 "l"(desc), "r"(col), "r"(row), "r"(b), "h"(cta_mask)
+                 : "memory");
+}
 __device__ __forceinline__ void rad_cluster_mbarrier_wait(unsigned bar, unsigned parity)
 {
     asm volatile(

@@ -23,7 +23,7 @@ rad_error_t launch_wgmma_ws(const ApplyArgs &a, const ApplyPlan &p);
 namespace {
 
 enum VariantKind { kVarAuto, kVarVector, kVarMma, kVarTile, kVarStream, kVarStreamWhole, kVarStreamXs, kVarSplitK,
-                   kVarWgmma, kVarWs, kVarFold, kVarTokenSplit };
+                   kVarWgmma, kVarWs, kVarFold, kVarFoldCluster, kVarTokenSplit };
 
 struct Variant {
     VariantKind kind;
@@ -158,6 +158,16 @@ int variant_plan(const ApplyArgs &a, const Variant &v, ApplyPlan *p)
              plan_wgmma_fold(call_of(a), f, FoldTile{v.p0, v.p1, v.p2 == 1, v.p3 > 0 ? v.p3 : 1}, 0, p) &&
              p->fold_tstore == (v.p2 == 1);
         if (ok) *p = plan_of(*p, f);
+        break;
+    case kVarFoldCluster:
+        /* one block per SM in clusters of two sharing each activation box by TMA multicast; p2 = 1:
+         * written by TMA (where the output's map is granted, else not applicable) */
+        ok = wgmma_built() && plan_wgmma_fold(call_of(a), f, FoldTile{v.p0, v.p1, v.p2 == 1, 1}, 0, p) &&
+             p->fold_tstore == (v.p2 == 1);
+        if (ok) {
+            *p = plan_of(*p, f);
+            p->fold_cluster = 2;
+        }
         break;
     default: return RADIANCE_GPU_EINVAL;
     }
