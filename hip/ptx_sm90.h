@@ -247,8 +247,9 @@ __device__ __forceinline__ void rad_wgmma_rs(float (&d)[112], const uint32_t a[4
 /* Thread-block clusters (sm_90, no 'a' needed): the block's rank in its cluster, the cluster
  * barrier, a shared-memory address of this block mapped to another block of the cluster, a 16-byte
  * store there that completes on that block's mbarrier, and the mbarrier operations whose other side
- * is in the other block (init, an arrival on another block's barrier, and a wait that acquires
- * what the other block's writes released). Addresses are shared-window addresses
+ * is in the other block (init, arrivals on another block's barrier, and a wait that acquires
+ * what the other block's writes released), and a TMA load into every block of the cluster
+ * (multicast). Addresses are shared-window addresses
  * (__cvta_generic_to_shared; mapped ones in the cluster window). RAD_HAS_CLUSTER says whether the
  * current device pass has them. */
 #if defined(RAD_CUDA) && defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900)
