@@ -239,8 +239,10 @@ __device__ __forceinline__ void fold_body(const uint16_t *__restrict__ x, int64_
     }
     rad_fence_mbarrier_init();
 #if defined(RAD_HAS_CLUSTER)
-    if constexpr (CLUSTER == 2) rad_cluster_sync(); /* both blocks' barriers initialized */
-    else
+    if constexpr (CLUSTER == 2) { /* both blocks' barriers initialized */
+        __syncwarp();
+        rad_cluster_sync();
+    } else
 #endif
         __syncthreads();
     /* a slot's release by one consumer warp (lane 0), of `warps` warps: on this block's barrier and,
@@ -295,7 +297,10 @@ __device__ __forceinline__ void fold_body(const uint16_t *__restrict__ x, int64_
             }
         }
 #if defined(RAD_HAS_CLUSTER)
-        if constexpr (CLUSTER == 2) rad_cluster_sync(); /* the other block's last arrivals and copies landed */
+        if constexpr (CLUSTER == 2) { /* the other block's last arrivals and copies landed */
+            __syncwarp(); /* the issuing thread's warp whole again for the aligned barrier */
+            rad_cluster_sync();
+        }
 #endif
         return;
     }
@@ -497,7 +502,10 @@ __device__ __forceinline__ void fold_body(const uint16_t *__restrict__ x, int64_
     }
     if (TSTORE && (tid & 127) == 0) rad_bulk_wait_all(); /* the last tile's stores done */
 #if defined(RAD_HAS_CLUSTER)
-    if constexpr (CLUSTER == 2) rad_cluster_sync(); /* the other block's last arrivals landed */
+    if constexpr (CLUSTER == 2) { /* the other block's last arrivals landed */
+        __syncwarp();
+        rad_cluster_sync();
+    }
 #endif
 #endif
 }
