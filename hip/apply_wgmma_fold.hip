@@ -611,6 +611,14 @@ int fold_blocks_per_sm(void)
     return fit < 1 ? 1 : fit > BLOCKS ? BLOCKS : fit;
 }
 
+/* The group size as fold_body takes it: log2 of the group (a power of two, 32 to 256) */
+int fold_group_shift(int group)
+{
+    int shift = 0;
+    while ((1 << shift) < group) shift++;
+    return shift;
+}
+
 #if defined(RADIANCE_KERNEL_VARIANTS) && defined(RAD_HAS_CLUSTER_LAUNCH)
 /* The benchmark build's tiles of cluster pairs, written by TMA: clusters of two blocks, one block
  * per SM, each cluster looping over tiles of two row blocks (the second maybe past n: zeros
@@ -627,8 +635,7 @@ rad_error_t launch_fold_cluster(const ApplyArgs &a, const ApplyPlan &p)
     const int64_t pairs = (row_blocks + 1) / 2 * chunks; /* a pair of row blocks (the second maybe past n) x a chunk */
     int64_t tiles = 2 * pairs;                           /* fold_body's items: one row block of a pair each */
     if (tiles > 0x7fffffffLL || a.n > 0x7fffffffLL || a.m > 0x7fffffffLL) return (rad_error_t)RADIANCE_GPU_EINVAL;
-    int group_shift = 0;
-    while ((1 << group_shift) < a.group) group_shift++;
+    int group_shift = fold_group_shift(a.group);
     const rad_error_t err = rad_func_set_max_dynamic_smem(kernel, Cfg::smem);
     if (err != RAD_SUCCESS) return err;
     const int max_clusters = rad_max_active_clusters((const void *)kernel, Cfg::threads, Cfg::smem, 2);
@@ -657,8 +664,7 @@ rad_error_t launch_fold(const ApplyArgs &a, const ApplyPlan &p)
     const int64_t tiles = row_blocks * chunks;
     if (tiles > 0x7fffffffLL || a.n > 0x7fffffffLL || a.m > 0x7fffffffLL) return (rad_error_t)RADIANCE_GPU_EINVAL;
     if (fold_kernel<TOKENS, CWG, BLOCKS>(p.fold_tstore) == NULL) return (rad_error_t)RADIANCE_GPU_EINVAL;
-    int group_shift = 0;
-    while ((1 << group_shift) < a.group) group_shift++;
+    int group_shift = fold_group_shift(a.group);
     /* persistent: BLOCKS blocks per SM (the shared memory allows no more), each looping over tiles;
      * more than one only as fold_blocks_per_sm finds */
     int64_t per_sm = 1;

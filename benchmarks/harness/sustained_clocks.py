@@ -47,9 +47,11 @@ import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "tests"))  # reference: fold_chunks_of
 from gpu import DEV, Rotating, environment, int4_head_sets, make_peers, rounds  # noqa: E402
 
 import radiance  # noqa: E402
+from reference import fold_chunks_of  # noqa: E402
 
 HEADS = "262144x5376,248320x5120,151936x5120,128256x4096"
 TOKENS = "192,256,384,512,2048"
@@ -61,11 +63,10 @@ REASONS = {0x1: "idle", 0x2: "app clocks", 0x4: "SW power cap", 0x8: "HW slowdow
            0x20: "SW thermal", 0x40: "HW thermal", 0x80: "HW power brake", 0x100: "display clocks"}
 
 
-def token_chunks(m):
-    """The folding kernel's chunks of m > 256 tokens (dispatch.h fold_tile: equal chunks of at most
-    256, each rounded up to a multiple of 32): (chunks, tokens a chunk)."""
-    chunks = -(-m // 256)
-    return chunks, -(-(-(-m // chunks)) // 32) * 32
+def spin_clock_mhz(short_us, long_us):
+    """The SM clock from the times of a SPIN_SHORT and a SPIN_LONG spin: their cycles' difference
+    over their times' difference, so that what a spin costs beside its cycles drops out."""
+    return (SPIN_LONG - SPIN_SHORT) / (long_us - short_us) if long_us > short_us else float("nan")
 
 
 def smi_fields():
@@ -182,7 +183,7 @@ def sustained(fn, x, out, seconds, per_call_us, sampler):
     call_us, spins = call_us[skip:], spins[skip:]
     short = statistics.median(spins[i] for i in range(len(spins)) if (i + skip) % 2 == 0)
     long_ = statistics.median(spins[i] for i in range(len(spins)) if (i + skip) % 2 == 1)
-    spin_mhz = (SPIN_LONG - SPIN_SHORT) / (long_ - short) if long_ > short else float("nan")
+    spin_mhz = spin_clock_mhz(short, long_)
     settled = start + (end - start) / 4
     return statistics.median(call_us), spin_mhz, sampler.window(settled, end)
 
@@ -215,8 +216,7 @@ def main():
         torch.cuda._sleep(SPIN_LONG)
         idle[2].record()
         idle[2].synchronize()
-        idle_mhz.append((SPIN_LONG - SPIN_SHORT) / ((idle[1].elapsed_time(idle[2]) - idle[0].elapsed_time(idle[1]))
-                                                    * 1e3))
+        idle_mhz.append(spin_clock_mhz(idle[0].elapsed_time(idle[1]) * 1e3, idle[1].elapsed_time(idle[2]) * 1e3))
     lines.append(f"spins' clock with nothing else running: {statistics.median(idle_mhz):.0f} MHz")
     print(lines[-1], flush=True)
     results = {"environment": env, "idle_spin_MHz": statistics.median(idle_mhz), "cells": []}
@@ -231,7 +231,7 @@ def main():
             radiance.apply(x, p, s, group_size=group, out=out)
 
         def per_chunk(x, out, p, s):
-            _, per = token_chunks(x.shape[0])
+            per = fold_chunks_of(x.shape[0])
             for t0 in range(0, x.shape[0], per):
                 radiance.apply(x[t0:t0 + per], p, s, group_size=group, out=out[t0:t0 + per])
 
@@ -244,8 +244,9 @@ def main():
         print("\n".join(lines[first:]), flush=True)
         for m in (int(v) for v in args.m.split(",")):
             fns = dict(base)
-            chunks, per = token_chunks(m)
-            if m > 256 and chunks > 1:
+            per = fold_chunks_of(m)
+            chunks = -(-m // per)
+            if chunks > 1:
                 fns[f"radiance {chunks}x{per}"] = Rotating(sets, per_chunk, 1)
             x = torch.randn(m, k, device=DEV, dtype=torch.bfloat16)
             outs = {name: torch.empty(m, n, device=DEV, dtype=torch.bfloat16) for name in fns}
