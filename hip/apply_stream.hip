@@ -115,14 +115,15 @@ __device__ __forceinline__ void stream_warp_rows(const uint16_t *__restrict__ x,
     const int nsuper = (nsteps + SUPER_STEPS - 1) / SUPER_STEPS;
     static_assert(!UNITS || XS || WHOLE, "more than one unit: see above");
     static_assert(!BIASED || GROUP == 128, "the biased codes' sums: one group a step");
-    /* BIASED: the A fragments are q + kBiasedCodeOffset (dequant_a_fragments_biased), and each
-     * group's first mma of the low chain starts from -kBiasedCodeOffset times the sum of the
-     * group's activations of its token: for step s and the tokens 2 t, 2 t + 1 of n-tile nt,
-     * the mma's C operand (those two for rows g and g + 8) at xcorr + ((4 s + t) TOKEN_TILES +
-     * nt) 16, a table in shared memory: with kXShared right after the activations (biased_sums),
-     * else xs itself (the benchmark build's one-unit kernel, biased_sums_global) */
-    const unsigned char *xcorr = !BIASED ? nullptr : XS ? xs + TOKEN_TILES * nsteps * 2048 : xs;
-    /* ONE_CHAIN (the benchmark build's split k, streamsplitk2s3*1): the low and high k8 of each
+    /* BIASED (split k at k = 5376, dispatch.h's split_k_fine_tail_windows): the A fragments are q +
+     * kBiasedCodeOffset (dequant_a_fragments_biased), and each group's first mma of the low chain
+     * starts from -kBiasedCodeOffset times the sum of the group's activations of its token: for
+     * step s and the tokens 2 t, 2 t + 1 of n-tile nt, the mma's C operand (those two for rows g
+     * and g + 8) at xcorr + ((4 s + t) TOKEN_TILES + nt) 16, a table in shared memory right after
+     * the activations (biased_sums) */
+    static_assert(!BIASED || XS, "the biased codes' sums: a table beside the activations in shared memory");
+    const unsigned char *xcorr = BIASED ? xs + TOKEN_TILES * nsteps * 2048 : nullptr;
+    /* ONE_CHAIN (split k's 2-step rings, dispatch.h's decide): the low and high k8 of each
      * k16 into one accumulator, one mma after the other, so that no FADD joins two chains when a
      * group closes (16 warps a block keep the tensor core's latency hidden: docs/PERF_LOG.md,
      * twenty-fifth round) */
@@ -516,7 +517,7 @@ struct PairMeet {
 /* One entry of stream_warp_rows' BIASED table: -kBiasedCodeOffset times the sum of one token's 128
  * activations of a step, piece(i, t) giving the 16 bytes of its columns 32 t + 8 i .. + 7 (a uint4).
  * The sum runs in a fixed order, each piece's 8 values pairwise, then the 16 pieces pairwise, so
- * that its bits depend neither on where the activations are read from nor on the block's shape. */
+ * that its bits do not depend on the block's shape. */
 template <class Piece>
 __device__ __forceinline__ float biased_step_sum(Piece piece)
 {
@@ -625,69 +626,6 @@ rad_error_t launch_stream_persistent(const ApplyArgs &a, const ApplyPlan &p)
                                                                     a.out);
     return rad_get_last_error();
 }
-
-/* biased_sums' table (stream_warp_rows' BIASED) for one 8-token tile of the activations in global
- * memory, all k / 128 steps of them, into `table` (k / 128 x 64 bytes of shared memory): for step s
- * and token g < m biased_step_sum, 0 for tokens past m. A barrier after. */
-__device__ __forceinline__ void biased_sums_global(const uint16_t *__restrict__ x, int64_t m, int64_t k, float *table)
-{
-    const int steps = (int)(k / 128);
-    for (int e = (int)threadIdx.x; e < steps * 8; e += (int)blockDim.x) {
-        const int g = e & 7, s = e >> 3;
-        float c = 0.0f;
-        if (g < m) {
-            const uint16_t *src = x + g * k + 128 * (int64_t)s;
-            c = biased_step_sum([&](int i, int t) __attribute__((always_inline)) {
-                const rad_u32x4 v = rad_load_cached_16(src + 32 * t + 8 * i);
-                return uint4{v.x, v.y, v.z, v.w};
-            });
-        }
-        biased_table_put(table, 1, s, 0, g, c);
-    }
-}
-
-/* The library's one-unit kernel of 1-8 tokens (loads skipped past m, no pairs) with the biased codes
- * (streamskip*b, run 84): the A fragments q + kBiasedCodeOffset by a shift and a LOP3 a pair, no
- * FMA, each group's low chain started from the block's table of -kBiasedCodeOffset sum x
- * (biased_sums_global, after the rings); whole super-steps with the scales in the ring or not, or
- * all but the last; groups of 128. */
-template <bool WHOLE, bool SRING>
-__global__ void __launch_bounds__(kStreamWarps * 32, kStreamBlocksPerSm)
-apply_stream_biased_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const int32_t *__restrict__ packed,
-                           const uint16_t *__restrict__ scales, const uint16_t *__restrict__ bias, int64_t n,
-                           uint16_t *__restrict__ out)
-{
-    extern __shared__ __align__(16) unsigned char smem[];
-    constexpr int kRing = 2 * StreamSmem<1, 4, 128, SRING>::slot;
-    unsigned char *table = smem + kStreamWarps * kRing;
-    biased_sums_global(x, m, k, (float *)table);
-    __syncthreads();
-    const int warp = threadIdx.x >> 5;
-    const int64_t row0 = ((int64_t)blockIdx.x * kStreamWarps + warp) * 16;
-    if (row0 >= n) return;
-    stream_warp_rows<128, 1, 1, 4, 2, kXSkip, false, WHOLE, !WHOLE, false, SRING, true>(
-        x, m, k, packed, scales, n, row0, n, n, 0, smem + warp * kRing, table, 0, 0,
-        StoreUnit<1, 1>{m, n, 0, bias, out});
-}
-
-rad_error_t launch_stream_biased(const ApplyArgs &a, const ApplyPlan &p)
-{
-    const bool whole = p.whole_super && a.k % 512 == 0, tail = p.tail_super && !p.whole_super;
-    if (p.row_tiles != 1 || p.token_tiles != 1 || p.x_mode != kXSkip || p.pair_block0 != 0 || a.m > 8 ||
-        a.group != 128 || !(whole || tail) || (p.ring_scales && !whole))
-        return (rad_error_t)RADIANCE_GPU_EINVAL;
-    auto kernel = !whole          ? apply_stream_biased_kernel<false, false>
-                  : p.ring_scales ? apply_stream_biased_kernel<true, true>
-                                  : apply_stream_biased_kernel<true, false>;
-    const int smem = kStreamWarps * 2 * (int)stream_slot_bytes(1, 4, 128, p.ring_scales) + (int)(a.k / 128) * 64;
-    const int64_t blocks = (a.n + 16 * kStreamWarps - 1) / (16 * kStreamWarps);
-    if (blocks > 0x7fffffffLL) return (rad_error_t)RADIANCE_GPU_EINVAL;
-    rad_error_t err = rad_func_set_max_dynamic_smem(kernel, smem);
-    if (err != RAD_SUCCESS) return err;
-    kernel<<<(unsigned)blocks, kStreamWarps * 32, smem, a.stream>>>(a.x, a.m, a.k, a.packed, a.scales, a.bias, a.n,
-                                                                    a.out);
-    return rad_get_last_error();
-}
 #endif
 
 } // namespace
@@ -699,7 +637,6 @@ rad_error_t launch_stream(const ApplyArgs &a, const ApplyPlan &p)
     constexpr int kTokenTiles = 1, kSuperSteps = 4, kRingSlots = 2;
 #if defined(RADIANCE_KERNEL_VARIANTS)
     if (p.blocks > 0) return launch_stream_persistent(a, p);
-    if (p.biased_codes) return launch_stream_biased(a, p);
 #endif
     if (p.token_tiles != kTokenTiles) return (rad_error_t)RADIANCE_GPU_EINVAL;
     void (*kernel)(const uint16_t *, int64_t, int64_t, const int32_t *, const uint16_t *, const uint16_t *, int64_t,
@@ -917,10 +854,8 @@ __device__ __forceinline__ void biased_sums(unsigned char *xs, int steps)
     }
 }
 
-/* The split-k kernels' body: apply_stream_split_k_kernel's, and with BIASED (stream_warp_rows'
- * biased codes), ONE_CHAIN or the scales' windows (SRING with TAIL) the benchmark build's
- * apply_stream_split_k_variant_kernel's, so that the library's kernels keep their template
- * arguments and names. */
+/* The split-k kernels' body (apply_stream_split_k_kernel). BIASED: stream_warp_rows' biased codes,
+ * ONE_CHAIN: one mma chain, SRING with TAIL: the scales' windows in the ring. */
 template <int GROUP, bool WHOLE, bool SRING, int SUPER, int SLOTS, bool TAIL, bool BIASED, bool ONE_CHAIN>
 __device__ __forceinline__ void split_k_body(const uint16_t *__restrict__ x, int64_t m, int64_t k,
                                              const int32_t *__restrict__ packed, const uint16_t *__restrict__ scales,
@@ -1009,25 +944,15 @@ __device__ __forceinline__ void split_k_body(const uint16_t *__restrict__ x, int
 #endif
 }
 
-template <int GROUP, bool WHOLE, bool SRING = false, int SUPER = 4, int SLOTS = kStreamXsRingSlots, bool TAIL = false>
+template <int GROUP, bool WHOLE, bool SRING = false, int SUPER = 4, int SLOTS = kStreamXsRingSlots, bool TAIL = false,
+          bool BIASED = false, bool ONE_CHAIN = false>
 __global__ void __launch_bounds__(kStreamXsMaxWarps * 32, 1)
 apply_stream_split_k_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const int32_t *__restrict__ packed,
                             const uint16_t *__restrict__ scales, const uint16_t *__restrict__ bias, int64_t n,
                             uint16_t *__restrict__ out)
 {
-    split_k_body<GROUP, WHOLE, SRING, SUPER, SLOTS, TAIL, false, false>(x, m, k, packed, scales, bias, n, out);
-}
-
-#if defined(RADIANCE_KERNEL_VARIANTS)
-template <int GROUP, bool WHOLE, bool SRING, int SUPER, int SLOTS, bool TAIL, bool BIASED, bool ONE_CHAIN>
-__global__ void __launch_bounds__(kStreamXsMaxWarps * 32, 1)
-apply_stream_split_k_variant_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k,
-                                    const int32_t *__restrict__ packed, const uint16_t *__restrict__ scales,
-                                    const uint16_t *__restrict__ bias, int64_t n, uint16_t *__restrict__ out)
-{
     split_k_body<GROUP, WHOLE, SRING, SUPER, SLOTS, TAIL, BIASED, ONE_CHAIN>(x, m, k, packed, scales, bias, n, out);
 }
-#endif
 
 /* a split-k kernel instance's launch signature */
 using SplitKKernel = void (*)(const uint16_t *, int64_t, int64_t, const int32_t *, const uint16_t *, const uint16_t *,
@@ -1053,38 +978,16 @@ int split_k_max_clusters(void)
 
 #if defined(RADIANCE_KERNEL_VARIANTS)
 /* The benchmark build's other split-k rings of 2-step super-steps in 3 slots (run 79): whole in
- * each half without the scales, or for groups of 256 (streamsplitk2s3); the library's two with the
- * biased codes (streamsplitk2s3srb, streamsplitk2s3b); halves of an odd number of steps with the
- * scales' windows in the ring, biased codes or not (streamsplitk2s3srw, streamsplitk2s3srwb); and
- * some of these with one mma chain (streamsplitk2s3sr1, streamsplitk2s3srb1, streamsplitk2s3srwb1).
- * nullptr for any other plan. */
-/* apply_stream_split_k_variant_kernel in 2-step super-steps in 3 slots, groups of 128 */
-template <bool WHOLE, bool SRING, bool TAIL, bool BIASED, bool ONE_CHAIN>
-constexpr SplitKKernel kFineVariant = apply_stream_split_k_variant_kernel<128, WHOLE, SRING, kSplitKFineSteps,
-                                                                          kSplitKFineSlots, TAIL, BIASED, ONE_CHAIN>;
-
+ * each half without the scales, or for groups of 256 (streamsplitk2s3); whole with the scales in
+ * the ring and two mma chains (streamsplitk2s3sr: the library's at k = 1024-6144 from run 80 to
+ * run 83). nullptr for any other plan. */
 SplitKKernel split_k_variant_kernel(const ApplyArgs &a, const ApplyPlan &p, int slots)
 {
     constexpr int kFine = kSplitKFineSteps, kFineSlots = kSplitKFineSlots;
     if (p.super_step != kFine || slots != kFineSlots || p.whole_super == p.tail_super) return nullptr;
+    if (p.biased_codes || p.one_chain || (a.group != 128 && a.group != 256)) return nullptr;
     const bool g128 = a.group == 128, whole = p.whole_super;
-    if (a.group != 128 && a.group != 256) return nullptr;
-    if (!whole && p.ring_scales) { /* the scales' windows in the ring (groups of 128), biased codes or not */
-        if (!g128) return nullptr;
-        if (p.one_chain) return p.biased_codes ? kFineVariant<false, true, true, true, true> : nullptr;
-        return p.biased_codes ? kFineVariant<false, true, true, true, false>
-                              : kFineVariant<false, true, true, false, false>;
-    }
-    if (p.one_chain) { /* whole with the scales in the ring, the biased codes or not */
-        if (!g128 || !whole || !p.ring_scales) return nullptr;
-        return p.biased_codes ? kFineVariant<true, true, false, true, true>
-                              : kFineVariant<true, true, false, false, true>;
-    }
-    if (p.biased_codes) { /* groups of 128: whole with the scales in the ring, or all but the last without */
-        if (!g128 || whole != p.ring_scales) return nullptr;
-        return whole ? kFineVariant<true, true, false, true, false> : kFineVariant<false, false, true, true, false>;
-    }
-    if (p.ring_scales) return nullptr; /* the library's (groups of 128, whole) or none */
+    if (p.ring_scales) return g128 && whole ? apply_stream_split_k_kernel<128, true, true, kFine, kFineSlots> : nullptr;
     return g128 ? (whole ? apply_stream_split_k_kernel<128, true, false, kFine, kFineSlots>
                          : apply_stream_split_k_kernel<128, false, false, kFine, kFineSlots, true>)
                 : (whole ? apply_stream_split_k_kernel<256, true, false, kFine, kFineSlots>
@@ -1094,11 +997,10 @@ SplitKKernel split_k_variant_kernel(const ApplyArgs &a, const ApplyPlan &p, int 
 
 rad_error_t launch_stream_split_k(const ApplyArgs &a, const ApplyPlan &p)
 {
+    constexpr int kFine = kSplitKFineSteps, kFineSlots = kSplitKFineSlots;
     SplitKKernel kernel = nullptr;
     const int super_step = p.super_step, slots = p.ring_slots > 0 ? p.ring_slots : kStreamXsRingSlots;
-    if (p.biased_codes || p.one_chain) {
-        /* the benchmark build's only (split_k_variant_kernel) */
-    } else if (super_step == 4 && slots == kStreamXsRingSlots && !p.tail_super) {
+    if (super_step == 4 && slots == kStreamXsRingSlots && !p.tail_super && !p.biased_codes && !p.one_chain) {
         /* whole super-steps in each half with their scales in the ring or not, or every step tested */
         if (a.group == 128)
             kernel = p.ring_scales   ? apply_stream_split_k_kernel<128, true, true>
@@ -1108,14 +1010,17 @@ rad_error_t launch_stream_split_k(const ApplyArgs &a, const ApplyPlan &p)
             kernel = p.ring_scales   ? apply_stream_split_k_kernel<256, true, true>
                      : p.whole_super ? apply_stream_split_k_kernel<256, true>
                                      : apply_stream_split_k_kernel<256, false>;
-    } else if (super_step == kSplitKFineSteps && slots == kSplitKFineSlots && a.group == 128) {
-        /* 2-step super-steps in 3 ring slots: whole in each half with the scales in the ring (k =
-         * 1024-6144), or where 4-step ones leave room for too few warps (k = 5376: the last
-         * super-step of each half tested) */
-        if (p.whole_super && p.ring_scales)
-            kernel = apply_stream_split_k_kernel<128, true, true, kSplitKFineSteps, kSplitKFineSlots>;
-        else if (p.tail_super && !p.whole_super && !p.ring_scales)
-            kernel = apply_stream_split_k_kernel<128, false, false, kSplitKFineSteps, kSplitKFineSlots, true>;
+    } else if (super_step == kFine && slots == kFineSlots && a.group == 128) {
+        /* 2-step super-steps in 3 ring slots, one mma chain (run 83): whole in each half with the
+         * scales in the ring (k = 1024-6144); where 4-step ones leave room for too few warps (k =
+         * 5376: the last super-step of each half tested), the scales' windows in the ring and the
+         * biased codes (runs 81-82), or, where those do not fit, neither with two chains */
+        if (p.whole_super && p.ring_scales && p.one_chain && !p.biased_codes)
+            kernel = apply_stream_split_k_kernel<128, true, true, kFine, kFineSlots, false, false, true>;
+        else if (p.tail_super && p.ring_scales && p.biased_codes && p.one_chain)
+            kernel = apply_stream_split_k_kernel<128, false, true, kFine, kFineSlots, true, true, true>;
+        else if (p.tail_super && !p.ring_scales && !p.biased_codes && !p.one_chain)
+            kernel = apply_stream_split_k_kernel<128, false, false, kFine, kFineSlots, true>;
     }
 #if defined(RADIANCE_KERNEL_VARIANTS)
     if (kernel == nullptr) kernel = split_k_variant_kernel(a, p, slots);

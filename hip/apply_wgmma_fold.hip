@@ -167,14 +167,8 @@ __device__ __forceinline__ void fold_pin(float (&acc)[NA])
  * the slot is released once the store has read it (where k <= kFoldLateReleaseMaxK, after the next
  * tile's first wgmmas are queued; dispatch.h). The warpgroup goes on to its next tile without
  * waiting for the global writes. Which tiles take it: fold_tile (dispatch.h), where it pays.
- * CLUSTER 2 (the benchmark build's apply_wgmma_fold_cluster_kernel only; one block per SM, no
- * cut): a cluster of two blocks works on two row blocks of the same token chunk, tile for tile;
- * each block's producer issues one of a step's two activation boxes to both blocks (TMA
- * multicast), so the pair reads each activation box from L2 once instead of twice, and a slot is
- * refilled only once the consumers of both blocks have released it (each consumer warp arrives on
- * both blocks' empty barrier). Lost at 48-160 tokens (docs/PERF_LOG.md, runs 53-54); back for run
- * 86, where the long calls of many tokens may be held by the power limit (twenty-seventh round). */
-template <int TOKENS, int CWG, bool TSTORE, int BLOCKS, bool CUT, int CLUSTER = 1>
+ * (Cluster pairs sharing each activation box by TMA multicast lost: docs/PERF_LOG.md, runs 53 and 86.) */
+template <int TOKENS, int CWG, bool TSTORE, int BLOCKS, bool CUT>
 __device__ __forceinline__ void fold_body(const uint16_t *__restrict__ x, int64_t m, int64_t k,
                                           const uint16_t *__restrict__ scales, const uint16_t *__restrict__ bias,
                                           int64_t n, uint16_t *__restrict__ out, int group_shift, int64_t token_chunks,
@@ -185,7 +179,6 @@ __device__ __forceinline__ void fold_body(const uint16_t *__restrict__ x, int64_
 #if defined(RAD_HAS_WGMMA)
     using Cfg = FoldCfg<TOKENS, CWG, BLOCKS>;
     static_assert(!TSTORE || Cfg::tstore_fits, "the TMA-store epilogue: every box inside one slot, token blocks in pairs");
-    static_assert(CLUSTER == 1 || (CLUSTER == 2 && BLOCKS == 1 && !CUT), "cluster pairs: one block per SM, no cut");
     constexpr int S = Cfg::stages;
     constexpr int NA = TOKENS / 2;
     constexpr int kRows = Cfg::rows;
@@ -195,25 +188,6 @@ __device__ __forceinline__ void fold_body(const uint16_t *__restrict__ x, int64_
     uint64_t *fullbar = (uint64_t *)(smem + S * Cfg::stage_bytes);
     uint64_t *emptybar = fullbar + S;
     const int tid = threadIdx.x;
-    /* The row block and token chunk of item `tile` (blockIdx.x, + gridDim.x, ...). In a cluster
-     * pair (CLUSTER 2: the grid and `tiles` even) items 2 c and 2 c + 1 are the two row blocks of
-     * the pair's tile c, row blocks 2 (c / token_chunks) and the next, chunk c % token_chunks; the
-     * block of rank r in its cluster takes the items of parity r (blockIdx.x % 2), so both blocks
-     * walk the same tiles in step. */
-    auto row_block_of = [&](int64_t tile) __attribute__((always_inline)) {
-        if constexpr (CLUSTER == 1) return tile / token_chunks;
-        else return tile / 2 / token_chunks * 2 + (tile & 1);
-    };
-    auto chunk_of = [&](int64_t tile) __attribute__((always_inline)) {
-        if constexpr (CLUSTER == 1) return tile % token_chunks;
-        else return tile / 2 % token_chunks;
-    };
-    /* the block's place in its cluster (0 without one): which activation box its producer
-     * multicasts, and the other block's barriers its consumers arrive on */
-    unsigned crank = 0;
-#if defined(RAD_HAS_CLUSTER)
-    if constexpr (CLUSTER == 2) crank = rad_cluster_ctarank();
-#endif
     const int64_t ng = k >> group_shift;
     const int nsteps = (int)((k + 127) / 128);
     /* the second half of the last step lies past k (k % 128 in 1 .. 64): its wgmmas are skipped */
@@ -235,26 +209,14 @@ __device__ __forceinline__ void fold_body(const uint16_t *__restrict__ x, int64_
 
     if (tid < S) {
         rad_mbarrier_init(fullbar + tid, 1);
-        rad_mbarrier_init(emptybar + tid, kConsumers / 32 * CLUSTER); /* one arrival per consumer warp */
+        rad_mbarrier_init(emptybar + tid, kConsumers / 32); /* one arrival per consumer warp */
     }
     rad_fence_mbarrier_init();
-#if defined(RAD_HAS_CLUSTER)
-    if constexpr (CLUSTER == 2) { /* both blocks' barriers initialized */
-        __syncwarp();
-        rad_cluster_sync();
-    } else
-#endif
-        __syncthreads();
-    /* a slot's release by one consumer warp (lane 0), of `warps` warps: on this block's barrier and,
-     * in a cluster pair, on the other block's, whose producer multicasts into this block's slot */
+    __syncthreads();
+    /* a slot's release by one consumer warp (lane 0), of `warps` warps */
     auto release = [&](int slot, unsigned warps) __attribute__((always_inline)) {
         if (warps == 1) rad_mbarrier_arrive(emptybar + slot);
         else rad_mbarrier_arrive_count(emptybar + slot, warps);
-#if defined(RAD_HAS_CLUSTER)
-        if constexpr (CLUSTER == 2)
-            rad_cluster_mbarrier_arrive_remote_count(
-                rad_cluster_map((unsigned)__cvta_generic_to_shared(emptybar + slot), crank ^ 1u), warps);
-#endif
     };
     /* TSTORE: the slot a warpgroup's tile was written out from, released for its 4 warps once the
      * TMA engine has read it (one thread of the warpgroup) */
@@ -274,8 +236,8 @@ __device__ __forceinline__ void fold_body(const uint16_t *__restrict__ x, int64_
                     const Unit u = unit_of(i);
                     tile = u.tile, s0 = u.s0, s1 = u.s1;
                 }
-                const int rbase = (int)(row_block_of(tile) * kRows);
-                const int tok0 = (int)(chunk_of(tile) * TOKENS);
+                const int rbase = (int)(tile / token_chunks * kRows);
+                const int tok0 = (int)(tile % token_chunks * TOKENS);
                 for (int s = s0; s < s1; s++, it++) {
                     const int slot = (int)(it % S);
                     if (it >= S) rad_mbarrier_wait(emptybar + slot, (unsigned)(it / S - 1) & 1u);
@@ -284,24 +246,11 @@ __device__ __forceinline__ void fold_body(const uint16_t *__restrict__ x, int64_
                     /* boxes past k or n count their full bytes (the engine writes zeros there) */
                     rad_mbarrier_arrive_expect_tx(bar, Cfg::stage_bytes);
                     rad_tma_load_2d(st, wmap, s * kStepWords, rbase, bar);
-#if defined(RAD_HAS_CLUSTER)
-                    if constexpr (CLUSTER == 2) { /* box `crank` to both blocks, the other from the other block */
-                        rad_tma_load_2d_multicast(st + Cfg::wbytes + crank * (TOKENS * 128), xmap,
-                                                  s * 128 + 64 * (int)crank, tok0, bar, 0x3);
-                        continue;
-                    }
-#endif
                     rad_tma_load_2d(st + Cfg::wbytes, xmap, s * 128, tok0, bar);
                     rad_tma_load_2d(st + Cfg::wbytes + TOKENS * 128, xmap, s * 128 + 64, tok0, bar);
                 }
             }
         }
-#if defined(RAD_HAS_CLUSTER)
-        if constexpr (CLUSTER == 2) { /* the other block's last arrivals and copies landed */
-            __syncwarp(); /* the issuing thread's warp whole again for the aligned barrier */
-            rad_cluster_sync();
-        }
-#endif
         return;
     }
     rad_setmaxnreg_inc<Cfg::consumer_regs>();
@@ -316,7 +265,7 @@ __device__ __forceinline__ void fold_body(const uint16_t *__restrict__ x, int64_
         unsigned ok;
         const uint16_t *s0, *s1;
     };
-    auto rbase_of = [&](int64_t tile) __attribute__((always_inline)) { return row_block_of(tile) * kRows; };
+    auto rbase_of = [&](int64_t tile) __attribute__((always_inline)) { return tile / token_chunks * kRows; };
     auto rows_of = [&](int64_t tile) __attribute__((always_inline)) {
         Rows r;
         r.row0 = rbase_of(tile) + local0;
@@ -348,7 +297,7 @@ __device__ __forceinline__ void fold_body(const uint16_t *__restrict__ x, int64_
             cur = rows_of(tile);
             fold_load_scales(cur.s0, cur.s1, cur.ok, ng, group_shift, step0, sb);
         }
-        const int64_t tok0 = chunk_of(tile) * TOKENS;
+        const int64_t tok0 = tile % token_chunks * TOKENS;
         const int64_t row0 = cur.row0;
         const unsigned rows_ok = cur.ok;
         const uint16_t *srow0 = cur.s0, *srow1 = cur.s1;
@@ -501,12 +450,6 @@ __device__ __forceinline__ void fold_body(const uint16_t *__restrict__ x, int64_
         }
     }
     if (TSTORE && (tid & 127) == 0) rad_bulk_wait_all(); /* the last tile's stores done */
-#if defined(RAD_HAS_CLUSTER)
-    if constexpr (CLUSTER == 2) { /* the other block's last arrivals landed */
-        __syncwarp();
-        rad_cluster_sync();
-    }
-#endif
 #endif
 }
 
@@ -525,26 +468,6 @@ apply_wgmma_fold_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, co
 using FoldKernel = void (*)(const uint16_t *, int64_t, int64_t, const uint16_t *, const uint16_t *, int64_t,
                             uint16_t *, int, int64_t, int64_t, const rad_tma_desc_t, const rad_tma_desc_t,
                             const rad_tma_desc_t, int64_t, int, float *, unsigned *);
-
-#if defined(RADIANCE_KERNEL_VARIANTS)
-/* The benchmark build's cluster pairs (fold_body with CLUSTER 2; variants.def, kVarFoldCluster),
- * written by TMA: a kernel of their own, so that the library's kernels keep their names and
- * machine code. `tiles` is twice the pairs' tiles (two row blocks x one token chunk each); nothing
- * is cut. */
-template <int TOKENS, int CWG>
-__global__ void __launch_bounds__(128 * (CWG + 1), 1)
-apply_wgmma_fold_cluster_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k,
-                                const uint16_t *__restrict__ scales, const uint16_t *__restrict__ bias, int64_t n,
-                                uint16_t *__restrict__ out, int group_shift, int64_t token_chunks, int64_t tiles,
-                                const RAD_GRID_CONSTANT rad_tma_desc_t xmap,
-                                const RAD_GRID_CONSTANT rad_tma_desc_t wmap,
-                                const RAD_GRID_CONSTANT rad_tma_desc_t omap, int64_t tail0, int tail_parts,
-                                float *__restrict__ tail_sums, unsigned *__restrict__ tail_count)
-{
-    fold_body<TOKENS, CWG, true, 1, false, 2>(x, m, k, scales, bias, n, out, group_shift, token_chunks, tiles, &xmap,
-                                              &wmap, &omap, tail0, tail_parts, tail_sums, tail_count);
-}
-#endif
 
 /* Which kernels of a tile this build holds: with the TMA store where fold_tile (dispatch.h) may take
  * it (every tile of two blocks per SM); with the stores from the registers where
@@ -611,50 +534,6 @@ int fold_blocks_per_sm(void)
     return fit < 1 ? 1 : fit > BLOCKS ? BLOCKS : fit;
 }
 
-/* The group size as fold_body takes it: log2 of the group (a power of two, 32 to 256) */
-int fold_group_shift(int group)
-{
-    int shift = 0;
-    while ((1 << shift) < group) shift++;
-    return shift;
-}
-
-#if defined(RADIANCE_KERNEL_VARIANTS) && defined(RAD_HAS_CLUSTER_LAUNCH)
-/* The benchmark build's tiles of cluster pairs, written by TMA: clusters of two blocks, one block
- * per SM, each cluster looping over tiles of two row blocks (the second maybe past n: zeros
- * computed, nothing stored) x one token chunk, as many clusters as run at once. */
-template <int TOKENS, int CWG>
-rad_error_t launch_fold_cluster(const ApplyArgs &a, const ApplyPlan &p)
-{
-    using Cfg = FoldCfg<TOKENS, CWG, 1>;
-    static_assert(Cfg::tstore_fits, "the tiles of cluster pairs are written by TMA");
-    if (!p.fold_tstore) return (rad_error_t)RADIANCE_GPU_EINVAL;
-    const FoldKernel kernel = apply_wgmma_fold_cluster_kernel<TOKENS, CWG>;
-    const int64_t row_blocks = (a.n + Cfg::rows - 1) / Cfg::rows;
-    int64_t chunks = (a.m + TOKENS - 1) / TOKENS;
-    const int64_t pairs = (row_blocks + 1) / 2 * chunks; /* a pair of row blocks (the second maybe past n) x a chunk */
-    int64_t tiles = 2 * pairs;                           /* fold_body's items: one row block of a pair each */
-    if (tiles > 0x7fffffffLL || a.n > 0x7fffffffLL || a.m > 0x7fffffffLL) return (rad_error_t)RADIANCE_GPU_EINVAL;
-    int group_shift = fold_group_shift(a.group);
-    const rad_error_t err = rad_func_set_max_dynamic_smem(kernel, Cfg::smem);
-    if (err != RAD_SUCCESS) return err;
-    const int max_clusters = rad_max_active_clusters((const void *)kernel, Cfg::threads, Cfg::smem, 2);
-    if (max_clusters <= 0) return (rad_error_t)RADIANCE_GPU_EINVAL;
-    const int64_t clusters = max_clusters < pairs ? max_clusters : pairs;
-    int64_t tail0 = tiles;
-    int tail_parts = 1;
-    float *tail_sums = NULL;
-    unsigned *tail_count = NULL;
-    void *args[] = {(void *)&a.x,          (void *)&a.m,        (void *)&a.k,         (void *)&a.scales,
-                    (void *)&a.bias,       (void *)&a.n,        (void *)&a.out,       (void *)&group_shift,
-                    (void *)&chunks,       (void *)&tiles,      (void *)&p.xmap,      (void *)&p.wmap,
-                    (void *)&p.omap,       (void *)&tail0,      (void *)&tail_parts,  (void *)&tail_sums,
-                    (void *)&tail_count};
-    return rad_launch_clusters((const void *)kernel, (unsigned)(2 * clusters), Cfg::threads, Cfg::smem, 2, a.stream,
-                               args);
-}
-#endif
-
 template <int TOKENS, int CWG, int BLOCKS>
 rad_error_t launch_fold(const ApplyArgs &a, const ApplyPlan &p)
 {
@@ -664,7 +543,8 @@ rad_error_t launch_fold(const ApplyArgs &a, const ApplyPlan &p)
     const int64_t tiles = row_blocks * chunks;
     if (tiles > 0x7fffffffLL || a.n > 0x7fffffffLL || a.m > 0x7fffffffLL) return (rad_error_t)RADIANCE_GPU_EINVAL;
     if (fold_kernel<TOKENS, CWG, BLOCKS>(p.fold_tstore) == NULL) return (rad_error_t)RADIANCE_GPU_EINVAL;
-    int group_shift = fold_group_shift(a.group);
+    int group_shift = 0;
+    while ((1 << group_shift) < a.group) group_shift++;
     /* persistent: BLOCKS blocks per SM (the shared memory allows no more), each looping over tiles;
      * more than one only as fold_blocks_per_sm finds */
     int64_t per_sm = 1;
@@ -754,26 +634,8 @@ rad_error_t launch_fold(const ApplyArgs &a, const ApplyPlan &p)
     X(64, 1, 2)                      \
     X(96, 1, 2)
 
-/* The benchmark build's tiles of cluster pairs, written by TMA (run 86; docs/PERF_LOG.md,
- * twenty-seventh round): (tokens, consumer warpgroups) */
-#define RAD_FOLD_TILES_CLUSTER(X) \
-    X(128, 2)                     \
-    X(192, 2)                     \
-    X(256, 2)
-
 rad_error_t launch_wgmma_fold(const ApplyArgs &a, const ApplyPlan &p)
 {
-#if defined(RADIANCE_KERNEL_VARIANTS)
-    if (p.fold_cluster == 2) {
-#if defined(RAD_HAS_CLUSTER_LAUNCH)
-#define RAD_FOLD_CLUSTER_CASE(T, C) \
-    if (p.tokens == T && p.consumer_wgs == C && p.fold_blocks_per_sm == 1) return launch_fold_cluster<T, C>(a, p);
-        RAD_FOLD_TILES_CLUSTER(RAD_FOLD_CLUSTER_CASE)
-#undef RAD_FOLD_CLUSTER_CASE
-#endif
-        return (rad_error_t)RADIANCE_GPU_EINVAL;
-    }
-#endif
 #define RAD_FOLD_CASE(T, C, B) \
     if (p.tokens == T && p.consumer_wgs == C && p.fold_blocks_per_sm == B) return launch_fold<T, C, B>(a, p);
     RAD_FOLD_TILES(RAD_FOLD_CASE)

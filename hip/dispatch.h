@@ -79,7 +79,7 @@ constexpr int kStreamXsRingSlots = 2; /* ring slots per warp of those two kernel
 /* a row's scales of one super-step (SS steps) where they travel in the ring with its weights
  * (Dispatch.ring_scales): one bf16 a step for groups of 128, one every two steps for 256. window:
  * twice that, the 4-byte-aligned words around them (split k's halves of an odd number of 2-step
- * super-steps' steps, the second starting at an odd step: the benchmark build's streamsplitk2s3srw) */
+ * super-steps' steps, the second starting at an odd step: split_k_fine_tail_windows) */
 constexpr int stream_row_scale_bytes(int group, int super_steps, bool window = false)
 {
     return (window ? 4 : 2) * (group == 128 ? super_steps : super_steps / 2);
@@ -125,8 +125,8 @@ constexpr int64_t kSplitKFineScalesMinK = 1024;
 constexpr int64_t kSplitKFineScalesMaxK = 6144;
 constexpr int kSplitKSlot = 32 * kSplitKTokenTiles * 4 * 4; /* per warp: a lane's fp32 sums, 2 tiles x 4 */
 constexpr int kSplitKBars = 2 * 8;                          /* per warp: full and empty mbarriers */
-/* per block of split k with the biased codes (the benchmark build's streamsplitk2s3*b): two floats
- * per token and 128-column step of the block's half of k (apply_stream.hip, biased_sums) */
+/* per block of split k with the biased codes (split_k_fine_tail_windows): two floats per token and
+ * 128-column step of the block's half of k (apply_stream.hip, biased_sums) */
 constexpr int64_t split_k_biased_sums_bytes(int64_t k) { return (int64_t)kSplitKTokenTiles * (k / 256) * 8 * 8; }
 constexpr int kVectorChunkFloats = 36;   /* LDS floats per 32-column chunk of the vector kernel (4 of pad) */
 constexpr int kVectorStageFloats = 8192; /* tokens x columns of a vector stage where all of k does not fit */
@@ -212,12 +212,10 @@ struct Dispatch {
      * `blocks` > 0: persistent, one block per SM looping over tiles. kWgmmaFold: `tokens` and
      * consumer_wgs name its tile (always persistent, both tensor maps); fold_tstore: the tile
      * written out through the TMA engine (the output's tensor map too; plan_wgmma_fold);
-     * fold_blocks_per_sm: 1, or 2 for the tiles of fold_tile_two_per_sm; fold_cluster (the benchmark
-     * build's variants only, never decided): 2 where clusters of two blocks share each activation
-     * box by TMA multicast, else 0 */
+     * fold_blocks_per_sm: 1, or 2 for the tiles of fold_tile_two_per_sm */
     int consumer_wgs, a_sets;
     bool fold_tstore;
-    int fold_blocks_per_sm, fold_cluster;
+    int fold_blocks_per_sm;
     /* kStreamSharedX: steps per ring slot, warps per block, blocks (at most one per SM), dynamic
      * shared memory bytes (the rings and the activations), all from plan_stream_shared_x; smem
      * also kVector's */
@@ -235,9 +233,10 @@ struct Dispatch {
     int64_t pair_block0;
     /* kStreamSharedX with k_parts 2, groups of 128, 2-step super-steps: the A fragments biased
      * (apply_common.h, dequant_a_fragments_biased), smem counting split_k_biased_sums_bytes; kStream
-     * (one token chunk, no pairs, groups of 128): the same, its launch adding the table's bytes.
-     * The benchmark build's only (streamsplitk2s3*b, streamskip*b in variants.def); the planner
-     * never sets it. one_chain: the split-k kernel with one mma chain (streamsplitk2s3*1), likewise */
+     * (one token chunk, no pairs, groups of 128): the same, its launch adding the table's bytes (the
+     * benchmark build's only: streamskip*b in variants.def). one_chain: the split-k kernel with one
+     * mma chain (run 83). The planner sets both in split k's 2-step rings only
+     * (split_k_fine_tail_windows; one_chain also where the halves are whole) */
     bool biased_codes, one_chain;
 };
 
@@ -362,6 +361,29 @@ bool plan_stream_split_k(const Call &c, Facts &f, int min_warps, bool ring_scale
     p->warps = (int)warps;
     p->blocks = (int)(2 * clusters);
     p->smem = (int)(warps * per_warp(ring_scales) + xbytes);
+    return true;
+}
+
+/* Split k's 2-step plan p whose halves end in a part super-step (k = 5376 on an H100 / H200, where
+ * block 1's half starts at an odd step): the scales' windows in its rings (each super-step's two
+ * scales a row as the two aligned 4-byte words around them), the biased codes (their sums' table
+ * beside the activations) and one mma chain, where those bytes fit beside p's warps; false (p
+ * untouched) elsewhere. H200, docs/PERF_LOG.md twenty-eighth round (runs 81-83), three loops, us
+ * at 9 / 16 tokens, 262144 x 5376: 226.4-226.6 / 235.1-235.7 against 244.6-244.8 / 252.7-253.1
+ * without them (the windows alone 236.5-236.8 / 245.3-246.0; with the biased codes and two chains
+ * 230.0-230.4 / 238.5-239.6). The biased codes' rounding: docs/FORMAT.md. */
+template <class Facts>
+bool split_k_fine_tail_windows(const Call &c, Facts &f, Dispatch *p)
+{
+    if (p->k_parts != 2 || !p->tail_super || p->whole_super || p->ring_scales || p->super_step != kSplitKFineSteps ||
+        c.group != 128)
+        return false;
+    const int64_t windows = stream_slot_bytes(1, kSplitKFineSteps, 128, true, true) -
+                            stream_slot_bytes(1, kSplitKFineSteps, 128, false);
+    const int64_t smem = p->smem + (int64_t)p->warps * p->ring_slots * windows + split_k_biased_sums_bytes(c.k);
+    if (smem > f.smem_optin()) return false;
+    p->ring_scales = p->biased_codes = p->one_chain = true;
+    p->smem = (int)smem;
     return true;
 }
 
@@ -811,8 +833,15 @@ Dispatch decide(const Call &c, Facts &f, int refuse)
     if (split_k && c.group == 128 && c.k >= kSplitKFineScalesMinK && c.k <= kSplitKFineScalesMaxK && fine_whole) {
         Dispatch q = {};
         if (plan_stream_split_k(c, f, kSharedXMinWarps, true, &q, kSplitKFineSteps, kSplitKFineSlots) &&
-            q.ring_scales)
+            q.ring_scales) {
+            /* one mma chain (run 83; H200, three loops, us at 9 / 16 tokens: 248320 x 5120
+             * 197.8-198.0 / 205.1-205.4 against 203.6-204.1 / 210.3-210.7 with two, 151936 x 5120
+             * 123.8-124.1 / 128.4-128.6 against 127.4 / 131.7-132.1, 128256 x 4096 90.1-90.3 /
+             * 93.9-94.2 against 92.7-92.9 / 96.4-96.8, 151936 x 6144 144.8-145.3 / 150.9-151.4
+             * against 149.0-149.2 / 155.4-155.5) */
+            q.one_chain = true;
             return q;
+        }
     }
     if (split_k && plan_stream_split_k(c, f, kSharedXMinWarps, true, &p)) return p;
     /* where 16 warps' rings of 4-step slots do not fit beside the halves' activations (k > 5296 on
@@ -820,8 +849,11 @@ Dispatch decide(const Call &c, Facts &f, int refuse)
      * many in flight (kSplitKFineSteps). The library builds the one kernel this takes on an H100 /
      * H200 (k = 5376): groups of 128, halves that end in a part super-step */
     const bool fine_k = c.group == 128 && c.k <= kSplitKFineMaxK && !fine_whole;
-    if (split_k && fine_k && plan_stream_split_k(c, f, kSharedXMinWarps, false, &p, kSplitKFineSteps, kSplitKFineSlots))
+    if (split_k && fine_k &&
+        plan_stream_split_k(c, f, kSharedXMinWarps, false, &p, kSplitKFineSteps, kSplitKFineSlots)) {
+        split_k_fine_tail_windows(c, f, &p);
         return p;
+    }
     /* more than 32 tokens (17-32 for k <= kFoldFewTokensMaxK; 9-32 for groups under 128, which the
      * kernels below serve only by mma.sync): the group scale folded into the dequantized weights,
      * so no warpgroup drains its wgmmas between groups (docs/PERF_LOG.md eighth round, run 43,

@@ -247,9 +247,8 @@ __device__ __forceinline__ void rad_wgmma_rs(float (&d)[112], const uint32_t a[4
 /* Thread-block clusters (sm_90, no 'a' needed): the block's rank in its cluster, the cluster
  * barrier, a shared-memory address of this block mapped to another block of the cluster, a 16-byte
  * store there that completes on that block's mbarrier, and the mbarrier operations whose other side
- * is in the other block (init, arrivals on another block's barrier, and a wait that acquires
- * what the other block's writes released), and a TMA load into every block of the cluster
- * (multicast). Addresses are shared-window addresses
+ * is in the other block (init, an arrival on another block's barrier, and a wait that acquires
+ * what the other block's writes released). Addresses are shared-window addresses
  * (__cvta_generic_to_shared; mapped ones in the cluster window). RAD_HAS_CLUSTER says whether the
  * current device pass has them. */
 #if defined(RAD_CUDA) && defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900)
@@ -305,25 +304,6 @@ __device__ __forceinline__ void rad_cluster_fence_mbarrier_init()
 __device__ __forceinline__ void rad_cluster_mbarrier_arrive_remote(unsigned cluster_bar)
 {
     asm volatile("mbarrier.arrive.release.cta.shared::cluster.b64 _, [%0];" ::"r"(cluster_bar) : "memory");
-}
-/* The same, `count` arrivals at once. */
-__device__ __forceinline__ void rad_cluster_mbarrier_arrive_remote_count(unsigned cluster_bar, unsigned count)
-{
-    asm volatile("mbarrier.arrive.release.cta.shared::cluster.b64 _, [%0], %1;" ::"r"(cluster_bar), "r"(count)
-                 : "memory");
-}
-/* The box at (col, row) of a 2D tensor map into the same shared-memory offset of every block of
- * the cluster in cta_mask, completing its bytes on the barrier at the same offset in each (TMA
- * multicast; the benchmark build's folding kernel of cluster pairs, apply_wgmma_fold.hip). */
-__device__ __forceinline__ void rad_tma_load_2d_multicast(void *smem, const rad_tma_desc_t *desc, int col, int row,
-                                                          uint64_t *bar, uint16_t cta_mask)
-{
-    const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
-    const unsigned b = (unsigned)__cvta_generic_to_shared(bar);
-    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
-                 " [%0], [%1, {%2, %3}], [%4], %5;" ::"r"(s),
-                 "l"(desc), "r"(col), "r"(row), "r"(b), "h"(cta_mask)
-                 : "memory");
 }
 __device__ __forceinline__ void rad_cluster_mbarrier_wait(unsigned bar, unsigned parity)
 {

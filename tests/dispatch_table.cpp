@@ -46,13 +46,16 @@ struct FixedFacts {
 /* how a stream kernel's steps meet k, and where its scales come from */
 const char *supers(const Dispatch &d)
 {
-    if (d.ring_scales) return ", whole super-steps, scales in the ring";
+    if (d.ring_scales && d.tail_super)
+        return ", whole super-steps but the last, scales' windows in the ring, biased codes, one mma chain";
+    if (d.ring_scales) return d.one_chain ? ", whole super-steps, scales in the ring, one mma chain"
+                                          : ", whole super-steps, scales in the ring";
     return d.whole_super ? ", whole super-steps" : d.tail_super ? ", whole super-steps but the last" : "";
 }
 
 std::string describe(const Dispatch &d)
 {
-    char buf[160];
+    char buf[256];
     switch (d.path) {
     case ApplyPath::kVector:
         snprintf(buf, sizeof buf, "vector, %d-token tiles, k %s (apply_vector)", d.tokens,

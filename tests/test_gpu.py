@@ -74,10 +74,13 @@ def folds(m, k, group_size, flags=0):
     return folds_on_hopper(m, k, group_size)
 
 
-def assert_within_bf16_of_float64(got, x, packed, scales, group_size, bias, seed, floor=1e-6, folded=False):
+def assert_within_bf16_of_float64(got, x, packed, scales, group_size, bias, seed, floor=1e-6, folded=False,
+                                  biased_codes=False):
     """got within one bf16 rounding (2^-8 relative) of the float64 logits of the quantized head,
     plus fp32 accumulation over K; `floor` absolute. folded: of the head whose weights are
-    bf16_rne(q * s) (the folding kernel), else of q * s exactly."""
+    bf16_rne(q * s) (the folding kernel), else of q * s exactly. biased_codes: the kernel summed
+    (q + 24) x and took 24 sum x off (docs/FORMAT.md), so the accumulation term covers 24 |s| more
+    per weight."""
     if folded:
         w_hat = folded_weights(packed, scales, group_size)
         ref = np.asarray(x).astype(np.float64) @ w_hat.T
@@ -86,6 +89,9 @@ def assert_within_bf16_of_float64(got, x, packed, scales, group_size, bias, seed
     else:
         ref = apply_reference(x, radiance.unpack_shuffle(packed), scales, group_size, bias)
         w_hat = radiance.dequantize(packed, scales, group_size).astype(np.float64)
+    if biased_codes:
+        s = np.abs(np.asarray(scales).astype(np.float64))
+        w_hat = np.abs(w_hat) + 24.0 * np.repeat(s, group_size, axis=1)[:, :w_hat.shape[1]]
     bound = 2.0**-8 * np.abs(ref) + 2e-6 * (np.abs(x.astype(np.float64)) @ np.abs(w_hat).T) + floor
     excess = np.abs(np.asarray(got).astype(np.float64) - ref) / bound
     what = "bf16(q * s)" if folded else "q * s"
@@ -883,12 +889,14 @@ def test_apply_gpu_persistent_stream_units_match_float64(m, k, group_size):
             assert kernel_template_args(prof, "apply_stream_xs_kernel") == (
                 str(group_size), "1", "1", "4", "2", whole, tail, whole)
         else:  # apply_stream_split_k_kernel<group, whole super-steps in each half, scales in the ring (whole),
-            # steps a slot, slots, tail>: 2-step super-steps in 3 slots with the scales for groups of
-            # 128 where they are whole (k = 2048; hip/dispatch.h, kSplitKFineScalesMinK), else 4-step ones
+            # steps a slot, slots, tail, biased codes, one mma chain>: 2-step super-steps in 3 slots with
+            # the scales and one chain for groups of 128 where they are whole (k = 2048; hip/dispatch.h,
+            # kSplitKFineScalesMinK), else 4-step ones
             fine = group_size == 128 and k % 512 == 0
             whole = "true" if fine or k % 1024 == 0 else "false"
             assert kernel_template_args(prof, "apply_stream_split_k_kernel") == (
-                str(group_size), whole, whole, "2" if fine else "4", "3" if fine else "2", "false")
+                str(group_size), whole, whole, "2" if fine else "4", "3" if fine else "2", "false", "false",
+                "true" if fine else "false")
     assert np.isfinite(got).all(), f"unwritten outputs (seed {seed})"
     assert_within_bf16_of_float64(got, x, packed, scales, group_size, bias, seed)
 
@@ -896,9 +904,11 @@ def test_apply_gpu_persistent_stream_units_match_float64(m, k, group_size):
 # Split k at 9-16 tokens in 2-step super-steps in 3 ring slots (hip/dispatch.h, kSplitKFineSteps),
 # groups of 128: where k % 512 == 0 (here 3584-6144) whole in each half with each super-step's
 # scales in the ring (kSplitKFineScalesMinK; 3584: halves of 7 super-steps; 6144: 16 warps fit
-# only in these slots); at k = 5376, where 16 warps' rings of 4-step slots do not fit beside the
-# halves' activations, halves of 21 steps whose last super-step is a single step, tested against
-# the half's end. n = 1001 (a partial last unit) or 17000-21000 rows (an H200 runs 16896 a round, so
+# only in these slots) and one mma chain; at k = 5376, where 16 warps' rings of 4-step slots do not
+# fit beside the halves' activations, halves of 21 steps whose last super-step is a single step,
+# tested against the half's end, with the scales' windows in the ring (block 1's half starts at
+# step 21), the biased codes (checked against docs/FORMAT.md's wider bound for them) and one mma
+# chain (hip/dispatch.h, split_k_fine_tail_windows). n = 1001 (a partial last unit) or 17000-21000 rows (an H200 runs 16896 a round, so
 # some warps take a second unit, their ring, scales included, run on into it). Which kernel ran is
 # read from the profiler on an H100 / H200 (elsewhere the float64 check only); an all-zero row, a
 # bias at odd m, nothing written past the output.
@@ -910,13 +920,15 @@ def test_apply_gpu_split_k_fine_ring_matches_float64(m, rows, k):
     n = 1001 if rows == "partial" else int(rng.integers(17000, 21000)) | 1
     x, packed, scales, bias = random_call(rng, m, n, k, 128, m % 2, zero_row=int(rng.integers(n)))
     prof, got = guarded_apply(x, packed, scales, bias, 128, seed)
+    whole = k % 512 == 0
     if profiled_on_hopper():
-        # apply_stream_split_k_kernel<group, whole, scales in the ring, steps a slot, slots, tail>
-        whole = "true" if k % 512 == 0 else "false"
+        # apply_stream_split_k_kernel<group, whole, scales in the ring, steps a slot, slots, tail, biased
+        # codes, one mma chain>
         assert kernel_template_args(prof, "apply_stream_split_k_kernel") == (
-            "128", whole, whole, "2", "3", "false" if k % 512 == 0 else "true")
+            ("128", "true", "true", "2", "3", "false", "false", "true") if whole else
+            ("128", "false", "true", "2", "3", "true", "true", "true"))
     assert np.isfinite(got).all(), f"unwritten outputs (seed {seed})"
-    assert_within_bf16_of_float64(got, x, packed, scales, 128, bias, seed)
+    assert_within_bf16_of_float64(got, x, packed, scales, 128, bias, seed, biased_codes=not whole)
 
 
 def stream_pair_block0(n, k, sms):

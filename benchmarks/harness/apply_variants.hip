@@ -23,7 +23,7 @@ rad_error_t launch_wgmma_ws(const ApplyArgs &a, const ApplyPlan &p);
 namespace {
 
 enum VariantKind { kVarAuto, kVarVector, kVarMma, kVarTile, kVarStream, kVarStreamWhole, kVarStreamXs, kVarSplitK,
-                   kVarWgmma, kVarWs, kVarFold, kVarFoldCluster, kVarTokenSplit };
+                   kVarWgmma, kVarWs, kVarFold, kVarTokenSplit };
 
 struct Variant {
     VariantKind kind;
@@ -112,13 +112,9 @@ int variant_plan(const ApplyArgs &a, const Variant &v, ApplyPlan *p)
             p->blocks = (int)(v.p2 * f.sm_count());
             ok = ok && a.m <= 8 && a.k % 512 == 0;
         }
-        if (v.p3 & 1) { /* the scales in the ring, one 8-token chunk, whole super-steps */
+        if (v.p3 == 1) { /* the scales in the ring, one 8-token chunk, whole super-steps */
             p->ring_scales = true;
             ok = ok && a.m <= 8 && p->whole_super;
-        }
-        if (v.p3 & 2) { /* the biased codes: one 8-token chunk, groups of 128, not persistent */
-            p->biased_codes = true;
-            ok = ok && a.m <= 8 && a.group == 128 && v.p2 == 0;
         }
         break;
     case kVarSplitK:
@@ -127,22 +123,6 @@ int variant_plan(const ApplyArgs &a, const Variant &v, ApplyPlan *p)
                                 : plan_stream_split_k(call_of(a), f, 8, v.p1 == 0, p));
         ok = ok && (v.p2 == 0 || v.p2 == kSplitKFineSlots); /* the rings the build has */
         ok = ok && (v.p2 == 0 || v.p1 != 0 || p->ring_scales); /* 2-step with the scales: where they fit */
-        if (ok && (v.p3 & 2)) { /* the scales' windows in the ring: halves of an odd number of steps */
-            ok = v.p2 == kSplitKFineSlots && v.p1 == 1 && a.group == 128 && p->tail_super && !p->ring_scales;
-            p->ring_scales = true;
-            p->smem += p->warps * v.p2 * (int)stream_slot_bytes(1, kSplitKFineSteps, 128, true, true) -
-                       p->warps * v.p2 * (int)stream_slot_bytes(1, kSplitKFineSteps, 128, false);
-        }
-        if (ok && (v.p3 & 1)) { /* the biased codes: 2-step super-steps, groups of 128, their sums' table */
-            p->biased_codes = true;
-            p->smem += (int)split_k_biased_sums_bytes(a.k);
-            ok = v.p2 == kSplitKFineSlots && a.group == 128 &&
-                 (p->whole_super == p->ring_scales || (v.p3 & 2)); /* the instances split_k_variant_kernel has */
-        }
-        if (ok && (v.p3 & 4)) { /* one mma chain: the kernels split_k_variant_kernel has */
-            p->one_chain = true;
-            ok = v.p2 == kSplitKFineSlots && a.group == 128 && p->ring_scales;
-        }
         ok = ok && p->smem <= f.smem_optin();
         if (ok && v.p0 > 0 && p->blocks > v.p0) p->blocks = v.p0;
         break;
@@ -158,16 +138,6 @@ int variant_plan(const ApplyArgs &a, const Variant &v, ApplyPlan *p)
              plan_wgmma_fold(call_of(a), f, FoldTile{v.p0, v.p1, v.p2 == 1, v.p3 > 0 ? v.p3 : 1}, 0, p) &&
              p->fold_tstore == (v.p2 == 1);
         if (ok) *p = plan_of(*p, f);
-        break;
-    case kVarFoldCluster:
-        /* one block per SM in clusters of two sharing each activation box by TMA multicast; p2 = 1:
-         * written by TMA (where the output's map is granted, else not applicable) */
-        ok = wgmma_built() && plan_wgmma_fold(call_of(a), f, FoldTile{v.p0, v.p1, v.p2 == 1, 1}, 0, p) &&
-             p->fold_tstore == (v.p2 == 1);
-        if (ok) {
-            *p = plan_of(*p, f);
-            p->fold_cluster = 2;
-        }
         break;
     default: return RADIANCE_GPU_EINVAL;
     }
