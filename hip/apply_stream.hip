@@ -70,8 +70,8 @@ struct StreamSmem {
  * as WHOLE where both apply). SRING (WHOLE only): each super-step's scales
  * travel in its ring slot, after the weights (StreamSmem), copied by lanes 0 .. 16 ROW_TILES - 1
  * (one row's each) with the weights, instead of loaded into registers from global memory a
- * super-step ahead (dispatch.h, kRingScalesFewTokensMaxK). SRING with TAIL (the benchmark build's
- * split k at k / 256 odd, streamsplitk2s3srw: K_PART, 2-step super-steps, groups of 128): the
+ * super-step ahead (dispatch.h, kRingScalesFewTokensMaxK). SRING with TAIL (split k at k / 256
+ * odd, dispatch.h's split_k_fine_tail_windows: K_PART, 2-step super-steps, groups of 128): the
  * second half starts at an odd step, so each super-step's two scales a row are copied as the two
  * aligned 4-byte words around them (SWIN) and shifted into place when read. UNITS needs the
  * activations in shared memory or WHOLE (those from global memory are loaded a step ahead, into
