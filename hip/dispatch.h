@@ -231,12 +231,10 @@ struct Dispatch {
     /* kStream with whole super-steps: the blocks from this one on take the last wave's units in
      * pairs of warps over halves of k (stream_pair_block0); 0: none */
     int64_t pair_block0;
-    /* kStreamSharedX with k_parts 2, groups of 128, 2-step super-steps: the A fragments biased
-     * (apply_common.h, dequant_a_fragments_biased), smem counting split_k_biased_sums_bytes; kStream
-     * (one token chunk, no pairs, groups of 128): the same, its launch adding the table's bytes (the
-     * benchmark build's only: streamskip*b in variants.def). one_chain: the split-k kernel with one
-     * mma chain (run 83). The planner sets both in split k's 2-step rings only
-     * (split_k_fine_tail_windows; one_chain also where the halves are whole) */
+    /* kStreamSharedX with k_parts 2, groups of 128, 2-step super-steps: biased_codes, the A
+     * fragments biased (apply_common.h, dequant_a_fragments_biased), smem counting
+     * split_k_biased_sums_bytes (halves ending in a part super-step: split_k_fine_tail_windows);
+     * one_chain, the kernel with one mma chain (there, and where the halves are whole: decide) */
     bool biased_codes, one_chain;
 };
 
