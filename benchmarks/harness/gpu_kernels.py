@@ -805,7 +805,8 @@ def cmd_sass(args):
 def cmd_profile(args):
     """A few launches to run under ncu (one of each kernel of interest). --variants: m:variant or
     m:variant:NxK or m:variant:NxK:group, comma-separated (default head 248320 x 5120, group 128);
-    the variant `humming` is Humming's W4A16 layer on that shape (vLLM's kernel, the peer). Every
+    the variant `humming` is Humming's W4A16 layer on that shape (vLLM's kernel, the peer), `bf16`
+    torch's x @ W.t() of a bf16 head of that shape (cuBLAS, the other peer). Every
     operand is made and every kernel compiled first; only the launches of the runs lie between
     cudaProfilerStart and cudaProfilerStop (ncu --profile-from-start off)."""
     import torch
@@ -828,6 +829,10 @@ def cmd_profile(args):
             layer = humming_layer(codes, scales, group)
             del codes
             calls.append(lambda layer=layer, x=x: layer(x))
+            continue
+        if v == "bf16":
+            w = (torch.randn(n, k, device="cuda") * 0.02).to(torch.bfloat16)
+            calls.append(lambda w=w, x=x: x @ w.t())
             continue
         if (n, k, group) not in heads:
             w = (torch.randn(n, k, device="cuda") * 0.02).to(torch.bfloat16)
