@@ -908,10 +908,10 @@ def test_apply_gpu_persistent_stream_units_match_float64(m, k, group_size):
 # fit beside the halves' activations, halves of 21 steps whose last super-step is a single step,
 # tested against the half's end, with the scales' windows in the ring (block 1's half starts at
 # step 21), the biased codes (checked against docs/FORMAT.md's wider bound for them) and one mma
-# chain (hip/dispatch.h, split_k_fine_tail_windows). n = 1001 (a partial last unit) or 17000-21000 rows (an H200 runs 16896 a round, so
-# some warps take a second unit, their ring, scales included, run on into it). Which kernel ran is
-# read from the profiler on an H100 / H200 (elsewhere the float64 check only); an all-zero row, a
-# bias at odd m, nothing written past the output.
+# chain (hip/dispatch.h, split_k_fine_tail_windows). n = 1001 (a partial last unit) or 17000-21000
+# rows (an H200 runs 16896 a round, so some warps take a second unit, their ring, scales included,
+# run on into it). Which kernel ran is read from the profiler on an H100 / H200 (elsewhere the
+# float64 check only); an all-zero row, a bias at odd m, nothing written past the output.
 @pytest.mark.parametrize("m", [9, 13, 16])
 @pytest.mark.parametrize("rows", ["partial", "second_unit"])
 @pytest.mark.parametrize("k", [3584, 4096, 5120, 5376, 6144])
