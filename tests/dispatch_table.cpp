@@ -43,14 +43,15 @@ struct FixedFacts {
     bool pipe_w_map() { return g.pipe_w_map; }
 };
 
-/* how a stream kernel's steps meet k, and where its scales come from */
-const char *supers(const Dispatch &d)
+/* how a stream kernel's steps meet k, where its scales come from, and what its mmas sum, each from
+ * the plan's own fields */
+std::string supers(const Dispatch &d)
 {
-    if (d.ring_scales && d.tail_super)
-        return ", whole super-steps but the last, scales' windows in the ring, biased codes, one mma chain";
-    if (d.ring_scales) return d.one_chain ? ", whole super-steps, scales in the ring, one mma chain"
-                                          : ", whole super-steps, scales in the ring";
-    return d.whole_super ? ", whole super-steps" : d.tail_super ? ", whole super-steps but the last" : "";
+    std::string s = d.whole_super ? ", whole super-steps" : d.tail_super ? ", whole super-steps but the last" : "";
+    if (d.ring_scales) s += d.whole_super ? ", scales in the ring" : ", scales' windows in the ring";
+    if (d.biased_codes) s += ", biased codes";
+    if (d.one_chain) s += ", one mma chain";
+    return s;
 }
 
 std::string describe(const Dispatch &d)
@@ -70,19 +71,19 @@ std::string describe(const Dispatch &d)
         break;
     case ApplyPath::kStream:
         snprintf(buf, sizeof buf, "stream, tokens past m %s%s%s (apply_stream)", d.x_mode == kXClamp ? "clamped" : "skipped",
-                 supers(d), d.pair_block0 > 0 ? ", the last wave in halves of k" : "");
+                 supers(d).c_str(), d.pair_block0 > 0 ? ", the last wave in halves of k" : "");
         break;
     case ApplyPath::kStreamSharedX:
         if (d.k_parts == 2 && d.super_step != 4)
             snprintf(buf, sizeof buf,
                      "stream, k split over a cluster pair, x in shared memory, %d warps, %d-step super-steps in %d slots%s "
                      "(apply_stream)",
-                     d.warps, d.super_step, d.ring_slots, supers(d));
+                     d.warps, d.super_step, d.ring_slots, supers(d).c_str());
         else if (d.k_parts == 2)
             snprintf(buf, sizeof buf, "stream, k split over a cluster pair, x in shared memory, %d warps%s (apply_stream)",
-                     d.warps, supers(d));
+                     d.warps, supers(d).c_str());
         else
-            snprintf(buf, sizeof buf, "stream, x in shared memory, %d warps%s (apply_stream)", d.warps, supers(d));
+            snprintf(buf, sizeof buf, "stream, x in shared memory, %d warps%s (apply_stream)", d.warps, supers(d).c_str());
         break;
     case ApplyPath::kWgmma:
         snprintf(buf, sizeof buf, "wgmma pipe, %d tokens, %d warpgroups, %s%s (apply_wgmma_pipe)", d.tokens,
