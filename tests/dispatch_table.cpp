@@ -83,7 +83,8 @@ std::string describe(const Dispatch &d)
             snprintf(buf, sizeof buf, "stream, k split over a cluster pair, x in shared memory, %d warps%s (apply_stream)",
                      d.warps, supers(d).c_str());
         else
-            snprintf(buf, sizeof buf, "stream, x in shared memory, %d warps%s (apply_stream)", d.warps, supers(d).c_str());
+            snprintf(buf, sizeof buf, "stream, x in shared memory, %d warps%s (apply_stream)", d.warps,
+                     supers(d).c_str());
         break;
     case ApplyPath::kWgmma:
         snprintf(buf, sizeof buf, "wgmma pipe, %d tokens, %d warpgroups, %s%s (apply_wgmma_pipe)", d.tokens,
