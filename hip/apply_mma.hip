@@ -368,26 +368,26 @@ apply_tile_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const in
 
 } // namespace
 
-/* The register-pipelined kernel: 1 m-tile, TOKEN_TILES n-tiles (8 tokens each), PREFETCH steps
- * ahead with registers for MIN_BLOCKS blocks per SM; the planner takes it for G < 128 (G >= 128
- * takes the stream kernel), the benchmark build for every G. */
-template <int TOKEN_TILES, int PREFETCH, int MIN_BLOCKS>
+/* The register-pipelined kernel: 1 m-tile, 1 n-tile, PREFETCH steps ahead with registers for
+ * MIN_BLOCKS blocks per SM; the planner takes it for G < 128 (G >= 128 takes the stream kernel),
+ * the benchmark build for every G. */
+template <int PREFETCH, int MIN_BLOCKS>
 rad_error_t launch_mma_kernel(const ApplyArgs &a)
 {
-    constexpr int kRowTiles = 1;
+    constexpr int kRowTiles = 1, kTokenTiles = 1;
     const int64_t rows_per_block = 16 * kRowTiles * kMmaWarps;
     const int64_t row_blocks = (a.n + rows_per_block - 1) / rows_per_block;
-    const int64_t chunks = (a.m + 8 * TOKEN_TILES - 1) / (8 * TOKEN_TILES);
+    const int64_t chunks = (a.m + 8 * kTokenTiles - 1) / (8 * kTokenTiles);
     const int64_t blocks = row_blocks * chunks;
     if (blocks > 0x7fffffffLL) return (rad_error_t)RADIANCE_GPU_EINVAL;
     void (*kernel)(const uint16_t *, int64_t, int64_t, const int32_t *, const uint16_t *, const uint16_t *, int64_t,
                    uint16_t *, int64_t);
     switch (a.group) {
-    case 32: kernel = apply_mma_kernel<32, kRowTiles, TOKEN_TILES, PREFETCH, MIN_BLOCKS>; break;
-    case 64: kernel = apply_mma_kernel<64, kRowTiles, TOKEN_TILES, PREFETCH, MIN_BLOCKS>; break;
+    case 32: kernel = apply_mma_kernel<32, kRowTiles, kTokenTiles, PREFETCH, MIN_BLOCKS>; break;
+    case 64: kernel = apply_mma_kernel<64, kRowTiles, kTokenTiles, PREFETCH, MIN_BLOCKS>; break;
 #if defined(RADIANCE_KERNEL_VARIANTS)
-    case 128: kernel = apply_mma_kernel<128, kRowTiles, TOKEN_TILES, PREFETCH, MIN_BLOCKS>; break;
-    case 256: kernel = apply_mma_kernel<256, kRowTiles, TOKEN_TILES, PREFETCH, MIN_BLOCKS>; break;
+    case 128: kernel = apply_mma_kernel<128, kRowTiles, kTokenTiles, PREFETCH, MIN_BLOCKS>; break;
+    case 256: kernel = apply_mma_kernel<256, kRowTiles, kTokenTiles, PREFETCH, MIN_BLOCKS>; break;
 #endif
     default: return (rad_error_t)RADIANCE_GPU_EINVAL;
     }
@@ -396,18 +396,12 @@ rad_error_t launch_mma_kernel(const ApplyArgs &a)
     return rad_get_last_error();
 }
 
-/* The two shapes of the pipe that decide picks (plan_mma, dispatch.h), one 8-token tile per warp;
- * the benchmark build also two tiles (16 tokens), for 9-16 tokens. Nothing else launches. */
+/* The two shapes of the pipe that decide picks (plan_mma, dispatch.h); nothing else launches. */
 rad_error_t launch_mma(const ApplyArgs &a, const ApplyPlan &p)
 {
-    if (p.row_tiles != 1) return (rad_error_t)RADIANCE_GPU_EINVAL;
-    if (p.token_tiles == 1 && p.mma_prefetch == 3 && p.mma_min_blocks == 6) return launch_mma_kernel<1, 3, 6>(a);
-    if (p.token_tiles == 1 && p.mma_prefetch == 2 && p.mma_min_blocks == 8) return launch_mma_kernel<1, 2, 8>(a);
-#if defined(RADIANCE_KERNEL_VARIANTS)
-    if (p.token_tiles == 2 && p.mma_prefetch == 3 && p.mma_min_blocks == 4) return launch_mma_kernel<2, 3, 4>(a);
-    if (p.token_tiles == 2 && p.mma_prefetch == 3 && p.mma_min_blocks == 5) return launch_mma_kernel<2, 3, 5>(a);
-    if (p.token_tiles == 2 && p.mma_prefetch == 2 && p.mma_min_blocks == 6) return launch_mma_kernel<2, 2, 6>(a);
-#endif
+    if (p.row_tiles != 1 || p.token_tiles != 1) return (rad_error_t)RADIANCE_GPU_EINVAL;
+    if (p.mma_prefetch == 3 && p.mma_min_blocks == 6) return launch_mma_kernel<3, 6>(a);
+    if (p.mma_prefetch == 2 && p.mma_min_blocks == 8) return launch_mma_kernel<2, 8>(a);
     return (rad_error_t)RADIANCE_GPU_EINVAL;
 }
 
