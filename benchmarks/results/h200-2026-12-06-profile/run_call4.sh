@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Prepared in the twenty-fourth session (2026-12-06; docs/PERF_LOG.md, twenty-ninth round) and not
 # run: the session's device time ran out in failed starts. Run it from branch fold-direct-scales
-# (run 89: the folding kernel's scales loaded straight into the registers the fragments read),
-# with these carries built on the CPU machine first (about 6 minutes on 2 cores):
+# (run 89: the folding kernel's scales loaded straight into the registers the fragments read; the
+# same change as run89_fold_direct_scales.patch here, `git apply` on main where the branch is
+# gone), with these carries built on the CPU machine first (about 6 minutes on 2 cores):
 #   git checkout main && python3 benchmarks/harness/gpu_kernels.py build --lib "$PWD/build/A/lib.so" &&
 #       tar -cf - build/A/lib.so | xz -T2 -3 >.carry/a_lib.tar.xz        # A: the build before
 #   git checkout fold-direct-scales && python3 benchmarks/harness/gpu_kernels.py build --lib "$PWD/build/C/lib.so" &&
