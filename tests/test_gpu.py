@@ -74,13 +74,12 @@ def folds(m, k, group_size, flags=0):
     return folds_on_hopper(m, k, group_size)
 
 
-def assert_within_bf16_of_float64(got, x, packed, scales, group_size, bias, seed, floor=1e-6, folded=False,
-                                  biased_codes=False):
-    """got within one bf16 rounding (2^-8 relative) of the float64 logits of the quantized head,
-    plus fp32 accumulation over K; `floor` absolute. folded: of the head whose weights are
-    bf16_rne(q * s) (the folding kernel), else of q * s exactly. biased_codes: the kernel summed
-    (q + 24) x and took 24 sum x off (docs/FORMAT.md), so the accumulation term covers 24 |s| more
-    per weight."""
+def excess_over_bound(got, x, packed, scales, group_size, bias, floor=1e-6, folded=False, biased_codes=False):
+    """|got - ref| over its bound, element by element (<= 1 passes): ref the float64 logits of the
+    quantized head, the bound one bf16 rounding (2^-8 relative) plus fp32 accumulation over K;
+    `floor` absolute. folded: of the head whose weights are bf16_rne(q * s) (the folding kernel),
+    else of q * s exactly. biased_codes: the kernel summed (q + 24) x and took 24 sum x off
+    (docs/FORMAT.md), so the accumulation term covers 24 |s| more per weight."""
     if folded:
         w_hat = folded_weights(packed, scales, group_size)
         ref = np.asarray(x).astype(np.float64) @ w_hat.T
@@ -93,7 +92,13 @@ def assert_within_bf16_of_float64(got, x, packed, scales, group_size, bias, seed
         s = np.abs(np.asarray(scales).astype(np.float64))
         w_hat = np.abs(w_hat) + 24.0 * np.repeat(s, group_size, axis=1)[:, :w_hat.shape[1]]
     bound = 2.0**-8 * np.abs(ref) + 2e-6 * (np.abs(x.astype(np.float64)) @ np.abs(w_hat).T) + floor
-    excess = np.abs(np.asarray(got).astype(np.float64) - ref) / bound
+    return np.abs(np.asarray(got).astype(np.float64) - ref) / bound
+
+
+def assert_within_bf16_of_float64(got, x, packed, scales, group_size, bias, seed, floor=1e-6, folded=False,
+                                  biased_codes=False):
+    """got within excess_over_bound's bound of the float64 logits of the quantized head."""
+    excess = excess_over_bound(got, x, packed, scales, group_size, bias, floor, folded, biased_codes)
     what = "bf16(q * s)" if folded else "q * s"
     assert excess.max() <= 1.0, f"seed {seed}: worst error {excess.max():.2f}x the bound (weights {what})"
 

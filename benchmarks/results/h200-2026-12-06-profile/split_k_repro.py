@@ -19,8 +19,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "..", "tests"))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "..", "python"))
 import radiance  # noqa: E402
-from reference import apply_reference  # noqa: E402
-from test_gpu import random_call  # noqa: E402
+from test_gpu import excess_over_bound, random_call  # noqa: E402
 from torch_helpers import to_numpy, to_torch  # noqa: E402
 
 
@@ -28,13 +27,6 @@ def inputs(seed, m, k, group):
     rng = np.random.default_rng(seed)
     n = int(rng.integers(68000, 72000)) | 1
     return random_call(rng, m, n, k, group, m % 2)
-
-
-def excess_of(got, x, packed, scales, group, bias):
-    ref = apply_reference(x, radiance.unpack_shuffle(packed), scales, group, bias)
-    w_hat = radiance.dequantize(packed, scales, group).astype(np.float64)
-    bound = 2.0**-8 * np.abs(ref) + 2e-6 * (np.abs(x.astype(np.float64)) @ np.abs(w_hat).T) + 1e-6
-    return np.abs(got - ref) / bound
 
 
 def run(x, packed, scales, bias, group):
@@ -70,14 +62,14 @@ def main():
         print(f"seed {args.seed}: n = {packed.shape[0]}", flush=True)
         for r in range(args.repeat):
             got = run(x, packed, scales, bias, 256)
-            print(describe(excess_of(got, x, packed, scales, 256, bias), f"  repeat {r}"), flush=True)
+            print(describe(excess_over_bound(got, x, packed, scales, 256, bias), f"  repeat {r}"), flush=True)
     fails = {}
     for case in [(16, 1024, 256), (9, 1024, 256), (16, 768, 128), (16, 2048, 128)]:
         count = args.fresh if case == (16, 1024, 256) else args.fresh // 4
         for i in range(count):
             seed = int.from_bytes(os.urandom(4), "little")
             x, packed, scales, bias = inputs(seed, *case)
-            ex = excess_of(run(x, packed, scales, bias, case[2]), x, packed, scales, case[2], bias)
+            ex = excess_over_bound(run(x, packed, scales, bias, case[2]), x, packed, scales, case[2], bias)
             if not (ex <= 1.0).all():
                 fails.setdefault(case, []).append(seed)
                 print(describe(ex, f"  {case} seed {seed} n {packed.shape[0]}"), flush=True)
