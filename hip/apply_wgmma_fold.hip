@@ -17,9 +17,11 @@
  * Because a 16-byte quarter of a row's 128-column step is 32 columns, any group of 32 to 256
  * columns has one scale per quarter: the kernel takes the group as a shift (no per-group
  * instantiation), so groups 32 and 64 run here too. k need only be a multiple of 32 (the TMA
- * tensor maps' row pitch); a last step past k reads zeros from the TMA engine and a zero scale,
- * and where its second half lies wholly past k (k % 128 in 1 .. 64: 576, SmolLM2's hidden size)
- * that half issues no wgmmas.
+ * tensor maps' row pitch); a last step past k reads zeros from the TMA engine (activations and
+ * codes) and, in the tiles of one block per SM, the row's last scale for its quarters past k
+ * (elsewhere a zero scale): the activations there are zeros, so the products are too. Where its
+ * second half lies wholly past k (k % 128 in 1 .. 64: 576, SmolLM2's hidden size) that half issues
+ * no wgmmas.
  *
  * A tile is 64 CWG rows x TOKENS tokens; blocks are persistent (one per SM, or BLOCKS where the
  * planner's fold_tile_two_per_sm finds that the last round of tiles fills better; tiles
@@ -83,6 +85,8 @@ struct FoldCfg {
      * 32 of consumer_regs for the rest: ptxas then serialized every wgmma, waiting for each before
      * the next (C7512 and a spill, the 96-token tile of two blocks per SM at 104 registers) */
     static constexpr int parts = consumer_regs - TOKENS / 2 - 32 < 32 ? 4 : 2;
+    /* fold_load_scales with DIRECT: one block per SM (two blocks' tiles spill with it) */
+    static constexpr bool direct_scales = BLOCKS == 1;
     static_assert(BLOCKS == 1 || BLOCKS == 2, "one or two blocks per SM");
     static_assert(BLOCKS == 1 || CWG <= 2, "two blocks of 3 consumer warpgroups have too few registers");
     static_assert(stages >= 2, "a ring of at least two slots");
@@ -95,11 +99,37 @@ struct FoldCfg {
 
 #if defined(RAD_HAS_WGMMA)
 /* The scales of one 128-column step for this thread's rows (hi = 0: row, 1: row + 8), one per
- * 32-column quarter q (the same value four times for groups of 128 and more), as bf16 bits; 0
- * for rows past n and groups past k (whose weights and activations read as zeros). */
+ * 32-column quarter q, as bf16 bits. DIRECT (FoldCfg::direct_scales): every load writes its
+ * register and nothing reads it before the fragments are built (a copy or a select right after a
+ * load waits for it there: Nsight Compute, 2026-12-06, found such a copy the folding kernel's most
+ * stalled instruction at 384 tokens, 6.5 % of the warp samples); for groups of 128 and more only
+ * sb[hi][0], the step's one scale, which the part that builds the step's first fragments copies to
+ * the other quarters; rows past n read row 0's (rows_of) and groups past k the row's last group:
+ * their weights and activations read as zeros from the TMA engine, so any finite scale gives the
+ * same products. Without DIRECT (the tiles of two blocks per SM, whose registers spill with it):
+ * each quarter's scale, the same value four times for groups of 128 and more, and 0 for rows past
+ * n and groups past k. */
+template <bool DIRECT>
 __device__ __forceinline__ void fold_load_scales(const uint16_t *srow0, const uint16_t *srow1, unsigned rows_ok,
                                                  int64_t ng, int group_shift, int step, uint32_t (&sb)[2][4])
 {
+    if (DIRECT) {
+        if (group_shift >= 7) {
+            int64_t grp = ((int64_t)step * 128) >> group_shift;
+            grp = grp < ng ? grp : ng - 1;
+            sb[0][0] = srow0[grp];
+            sb[1][0] = srow1[grp];
+            return;
+        }
+#pragma unroll
+        for (int q = 0; q < 4; q++) {
+            int64_t grp = ((int64_t)step * 128 + 32 * q) >> group_shift;
+            grp = grp < ng ? grp : ng - 1;
+            sb[0][q] = srow0[grp];
+            sb[1][q] = srow1[grp];
+        }
+        return;
+    }
     if (group_shift >= 7) {
         const int64_t grp = ((int64_t)step * 128) >> group_shift;
         const bool in = grp < ng;
@@ -277,8 +307,10 @@ __device__ __forceinline__ void fold_body(const uint16_t *__restrict__ x, int64_
     /* the scales of a tile's first step are requested during the last step of the tile before
      * (the loads' latency then hides behind that step's wgmmas and the epilogue) */
     uint32_t sb[2][4];
+    constexpr bool kDirect = Cfg::direct_scales;
+    const bool one_scale = group_shift >= 7; /* groups of 128 or more: one scale a step */
     Rows cur = rows_of(CUT ? 0 : blockIdx.x); /* CUT: loaded for the unit below */
-    if (!CUT) fold_load_scales(cur.s0, cur.s1, cur.ok, ng, group_shift, 0, sb);
+    if (!CUT) fold_load_scales<kDirect>(cur.s0, cur.s1, cur.ok, ng, group_shift, 0, sb);
     /* TSTORE: the ring slot the last tile was written out from, until released (-1: none), where
      * that waits for the next tile's first wgmmas (dispatch.h, kFoldLateReleaseMaxK) */
     const bool late_release = k <= kFoldLateReleaseMaxK;
@@ -295,7 +327,7 @@ __device__ __forceinline__ void fold_body(const uint16_t *__restrict__ x, int64_
             const Unit u = unit_of(i);
             tile = u.tile, step0 = u.s0, ns = u.s1 - u.s0, upart = u.part;
             cur = rows_of(tile);
-            fold_load_scales(cur.s0, cur.s1, cur.ok, ng, group_shift, step0, sb);
+            fold_load_scales<kDirect>(cur.s0, cur.s1, cur.ok, ng, group_shift, step0, sb);
         }
         const int64_t tok0 = tile % token_chunks * TOKENS;
         const int64_t row0 = cur.row0;
@@ -324,10 +356,14 @@ __device__ __forceinline__ void fold_body(const uint16_t *__restrict__ x, int64_
             const unsigned char *st = smem + (pos % S) * Cfg::stage_bytes;
             if (P == 0) rad_mbarrier_wait(fullbar + pos % S, phase0 ^ ((unsigned)(pos / S) & 1u));
             const bool live = !(LAST && 2 * P >= PARTS && last_half_dead && step0 + ns == nsteps);
+            if (kDirect && P == 0 && one_scale) { /* the step's one scale, for every quarter */
+#pragma unroll
+                for (int q = 1; q < 4; q++) sb[0][q] = sb[0][0], sb[1][q] = sb[1][0];
+            }
             if (live) fold_build_a<P, PARTS>(st, local0, shift, sb, afr[P & 1]);
             if (P == PARTS - 1 && s + 1 < ns)
-                fold_load_scales(srow0, srow1, rows_ok, ng, group_shift, step0 + s + 1, sb);
-            if (FINAL) fold_load_scales(next.s0, next.s1, next.ok, ng, group_shift, 0, sb);
+                fold_load_scales<kDirect>(srow0, srow1, rows_ok, ng, group_shift, step0 + s + 1, sb);
+            if (FINAL) fold_load_scales<kDirect>(next.s0, next.s1, next.ok, ng, group_shift, 0, sb);
             fold_pin(acc);
             if (live) {
                 rad_wgmma_fence();

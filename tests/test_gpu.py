@@ -261,6 +261,10 @@ def test_apply_gpu_every_tile_matches_float64(flags, m, n, k, group_size):
         *[(m, 2001, 1024, 128) for m in (384, 700)],
         (1000, 3001, 640, 128),
         (300, 1999, 2304, 256),
+        # tiles of 2 consumer warpgroups with one, two and three steps per tile, many tiles per
+        # block and a last row block past n: the next tile's scales requested in the step before
+        # straight into their registers, rows past n reading row 0's (fold_load_scales, DIRECT)
+        (200, 40001, 256, 128), (130, 40001, 128, 128), (250, 30011, 384, 64),
     ],
 )
 def test_apply_gpu_every_fold_tile_matches_float64(m, n, k, group_size):
