@@ -113,7 +113,7 @@ template <bool DIRECT>
 __device__ __forceinline__ void fold_load_scales(const uint16_t *srow0, const uint16_t *srow1, unsigned rows_ok,
                                                  int64_t ng, int group_shift, int step, uint32_t (&sb)[2][4])
 {
-    if (DIRECT) {
+    if constexpr (DIRECT) {
         if (group_shift >= 7) {
             int64_t grp = ((int64_t)step * 128) >> group_shift;
             grp = grp < ng ? grp : ng - 1;
