@@ -921,7 +921,12 @@ __device__ __forceinline__ void split_k_body(const uint16_t *__restrict__ x, int
             rad_cluster_mbarrier_wait(full, it & 1);
             const float4 lo = *(const float4 *)(slots + warp * kSplitKSlot + lane * 32);
             const float4 hi = *(const float4 *)(slots + warp * kSplitKSlot + lane * 32 + 16);
-            rad_cluster_mbarrier_arrive_remote(peer_empty);
+            /* the slot goes back only once both reads have returned: the arrival count depends on
+             * every word read, masked by m >> 32 (0: m <= 16) */
+            const unsigned read_bits = __float_as_uint(lo.x) ^ __float_as_uint(lo.y) ^ __float_as_uint(lo.z) ^
+                                       __float_as_uint(lo.w) ^ __float_as_uint(hi.x) ^ __float_as_uint(hi.y) ^
+                                       __float_as_uint(hi.z) ^ __float_as_uint(hi.w);
+            rad_cluster_mbarrier_arrive_remote(peer_empty, read_bits & (unsigned)((uint64_t)m >> 32));
             const float other[kTiles * 4] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
 #pragma unroll
             for (int nt = 0; nt < kTiles; nt++)

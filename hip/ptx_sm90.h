@@ -296,14 +296,20 @@ __device__ __forceinline__ void rad_cluster_fence_mbarrier_init()
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
 }
 /* An arrival on a barrier of another block of the cluster (a mapped address) that hands a slot of
- * this block's shared memory back to that block, whose next st.async writes land there: the
- * hazard is this thread's earlier reads of its own block's shared memory, which a release at CTA
- * scope (mbarrier.arrive's default semantics) orders before the arrival (MEMBAR.ALL.CTA). At
- * cluster scope ptxas adds a MEMBAR.ALL.GPU, which waits for every global store in flight: the
- * split-k stream kernel ran 1-5 % slower so (docs/PERF_LOG.md, run 54). */
-__device__ __forceinline__ void rad_cluster_mbarrier_arrive_remote(unsigned cluster_bar)
+ * this block's shared memory back to that block, whose next st.async writes land there. The hazard
+ * is this thread's reads of that slot: they must have returned before the arrival leaves. A release
+ * at CTA scope does not order them (ptxas emits no fence: the arrival issued two instructions after
+ * the reads, and under load the other block's st.async overwrote the slot before they were served,
+ * a whole 16-row unit's sums wrong; H100, 2026-12-06, docs/PERF_LOG.md thirtieth round); one at
+ * cluster scope does, through a MEMBAR.ALL.GPU that waits for every global access in flight (9-11 %
+ * slower at k = 1024). So the arrival count, 1 + `zero_from_reads`, takes a value the caller
+ * computes from the read data and that is 0 at run time in a way the compiler cannot see: the
+ * arrival cannot issue before the reads have returned. */
+__device__ __forceinline__ void rad_cluster_mbarrier_arrive_remote(unsigned cluster_bar, unsigned zero_from_reads)
 {
-    asm volatile("mbarrier.arrive.release.cta.shared::cluster.b64 _, [%0];" ::"r"(cluster_bar) : "memory");
+    asm volatile("mbarrier.arrive.release.cta.shared::cluster.b64 _, [%0], %1;" ::"r"(cluster_bar),
+                 "r"(1u + zero_from_reads)
+                 : "memory");
 }
 __device__ __forceinline__ void rad_cluster_mbarrier_wait(unsigned bar, unsigned parity)
 {

@@ -910,6 +910,35 @@ def test_apply_gpu_persistent_stream_units_match_float64(m, k, group_size):
     assert_within_bf16_of_float64(got, x, packed, scales, group_size, bias, seed)
 
 
+# The split-k pair's hand-over under load: block 0 of a cluster pair reads block 1's sums of a
+# 16-row unit from its shared memory, then hands the slot back for the next unit's st.async. With
+# a CTA-scope release and nothing else ordering them, the hand-over left two instructions after the
+# reads, and with several processes on the GPU about 1 call in 14 had a whole unit's sums wrong
+# (H100, 2026-12-06: 11 calls in 6 processes over 110 s; one process alone never showed it). Now
+# the arrival waits for the reads' values (hip/ptx_sm90.h, rad_cluster_mbarrier_arrive_remote).
+# WORKERS processes of tests/split_k_load_worker.py run split k of 16 tokens, groups of 256 and
+# k = 1024 on fresh heads of 68001-71999 rows for SECONDS each; every call is checked in float64.
+def test_apply_gpu_split_k_under_load_matches_float64():
+    import subprocess
+    import sys
+
+    workers, seconds = 6, 25
+    env = dict(os.environ, OMP_NUM_THREADS="2", OPENBLAS_NUM_THREADS="2",
+               PYTHONPATH=os.pathsep.join([os.path.join(os.path.dirname(radiance.__file__), ".."),
+                                           os.path.dirname(__file__), os.environ.get("PYTHONPATH", "")]))
+    script = os.path.join(os.path.dirname(__file__), "split_k_load_worker.py")
+    procs = [subprocess.Popen([sys.executable, script, str(seconds)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True, env=env) for _ in range(workers)]
+    calls = []
+    for p in procs:
+        out, err = p.communicate(timeout=seconds + 240)
+        assert p.returncode == 0, err[-2000:]
+        calls += [line.split() for line in out.splitlines()]
+    assert len(calls) >= workers, f"only {len(calls)} calls in {workers} processes"
+    wrong = [(seed, worst) for seed, worst in calls if not float(worst) <= 1.0]
+    assert not wrong, f"{len(wrong)} of {len(calls)} calls beyond the float64 bound (seed, worst): {wrong[:8]}"
+
+
 # Split k at 9-16 tokens in 2-step super-steps in 3 ring slots (hip/dispatch.h, kSplitKFineSteps),
 # groups of 128: where k % 512 == 0 (here 3584-6144) whole in each half with each super-step's
 # scales in the ring (kSplitKFineScalesMinK; 3584: halves of 7 super-steps; 6144: 16 warps fit
