@@ -5,7 +5,7 @@ inputs from its seed, applied again and again, each output checked against float
 does, and which outputs are wrong (tokens, rows, their 16-row units); then fresh seeds of the same
 test and of its other split-k cases.
 
-    python split_k_repro.py [--seed 2494947757] [--repeat 20] [--fresh 40] [--tag name]
+    python split_k_repro.py [--seed 2494947757] [--repeat 20] [--fresh 40] [--tag name] [--cases m,k,group;...]
 """
 
 import argparse
@@ -55,6 +55,8 @@ def main():
     ap.add_argument("--repeat", type=int, default=20)
     ap.add_argument("--fresh", type=int, default=40)
     ap.add_argument("--tag", default="")
+    ap.add_argument("--cases", default="16,1024,256;9,1024,256;16,768,128;16,2048,128",
+                    help="m,k,group;... (fresh seeds of the first case: --fresh, of the others: a quarter)")
     args = ap.parse_args()
     print(torch.cuda.get_device_name(), args.tag, flush=True)
     if args.repeat:
@@ -64,15 +66,16 @@ def main():
             got = run(x, packed, scales, bias, 256)
             print(describe(excess_over_bound(got, x, packed, scales, 256, bias), f"  repeat {r}"), flush=True)
     fails = {}
-    for case in [(16, 1024, 256), (9, 1024, 256), (16, 768, 128), (16, 2048, 128)]:
-        count = args.fresh if case == (16, 1024, 256) else args.fresh // 4
+    cases = [tuple(int(v) for v in c.split(",")) for c in args.cases.split(";")]
+    for case in cases:
+        count = args.fresh if case == cases[0] else args.fresh // 4
         for i in range(count):
             seed = int.from_bytes(os.urandom(4), "little")
             x, packed, scales, bias = inputs(seed, *case)
             ex = excess_over_bound(run(x, packed, scales, bias, case[2]), x, packed, scales, case[2], bias)
             if not (ex <= 1.0).all():
                 fails.setdefault(case, []).append(seed)
-                print(describe(ex, f"  {case} seed {seed} n {packed.shape[0]}"), flush=True)
+            print(describe(ex, f"  {case} seed {seed} n {packed.shape[0]}"), flush=True)
         print(f"{case}: {len(fails.get(case, []))} of {count} fresh seeds failed", flush=True)
 
 
