@@ -913,11 +913,12 @@ def test_apply_gpu_persistent_stream_units_match_float64(m, k, group_size):
 # The split-k pair's hand-over under load: block 0 of a cluster pair reads block 1's sums of a
 # 16-row unit from its shared memory, then hands the slot back for the next unit's st.async. With
 # a CTA-scope release and nothing else ordering them, the hand-over left two instructions after the
-# reads, and with several processes on the GPU about 1 call in 14 had a whole unit's sums wrong
-# (H100, 2026-12-06: 11 calls in 6 processes over 110 s; one process alone never showed it). Now
-# the arrival waits for the reads' values (hip/ptx_sm90.h, rad_cluster_mbarrier_arrive_remote).
-# WORKERS processes of tests/split_k_load_worker.py run split k of 16 tokens, groups of 256 and
-# k = 1024 on fresh heads of 68001-71999 rows for SECONDS each; every call is checked in float64.
+# reads, and with several processes on the GPU a few calls in a hundred had a whole unit's sums
+# wrong (H100, 2026-12-06: 11 in 6 processes over 110 s, 1 of 54 in this test; one process alone
+# never showed it). Now the arrival waits for the reads' values (hip/ptx_sm90.h,
+# rad_cluster_mbarrier_arrive_remote). `workers` processes of tests/split_k_load_worker.py run split
+# k of 16 tokens, groups of 256 and k = 1024 on fresh heads of 68001-71999 rows for `seconds`
+# each; every call is checked in float64.
 def test_apply_gpu_split_k_under_load_matches_float64():
     import subprocess
     import sys
