@@ -52,7 +52,7 @@ __device__ __forceinline__ void dequant_a_fragments(uint32_t w0, uint32_t w1, ui
     hi[3] = dequant_pair(w1, 12);
 }
 
-/* The biased A fragments (split k at k = 5376, dispatch.h's split_k_fine_tail_windows): the same elements as
+/* The biased A fragments (split k at k = 5376 until run 90, the benchmark build's splitktailwin): the same elements as
  * dequant_a_fragments' as q + kBiasedCodeOffset, each pair one shift and one LOP3 (no FMA): the
  * nibble moved to mantissa bits 3-6 under an exponent of 16 makes the bf16 value 16 + (q + 8).
  * The kernel starts each group's accumulator at -kBiasedCodeOffset times the sum of the group's

@@ -71,7 +71,7 @@ struct StreamSmem {
  * travel in its ring slot, after the weights (StreamSmem), copied by lanes 0 .. 16 ROW_TILES - 1
  * (one row's each) with the weights, instead of loaded into registers from global memory a
  * super-step ahead (dispatch.h, kRingScalesFewTokensMaxK). SRING with TAIL (split k at k / 256
- * odd, dispatch.h's split_k_fine_tail_windows: K_PART, 2-step super-steps, groups of 128): the
+ * odd, apply_variants.hip's split_k_fine_tail_windows: K_PART, 2-step super-steps, groups of 128): the
  * second half starts at an odd step, so each super-step's two scales a row are copied as the two
  * aligned 4-byte words around them (SWIN) and shifted into place when read. UNITS needs the
  * activations in shared memory or WHOLE (those from global memory are loaded a step ahead, into
@@ -115,7 +115,7 @@ __device__ __forceinline__ void stream_warp_rows(const uint16_t *__restrict__ x,
     const int nsuper = (nsteps + SUPER_STEPS - 1) / SUPER_STEPS;
     static_assert(!UNITS || XS || WHOLE, "more than one unit: see above");
     static_assert(!BIASED || GROUP == 128, "the biased codes' sums: one group a step");
-    /* BIASED (split k at k = 5376, dispatch.h's split_k_fine_tail_windows): the A fragments are q +
+    /* BIASED (split k at k = 5376 until run 90, now the benchmark build's splitktailwin): the A fragments are q +
      * kBiasedCodeOffset (dequant_a_fragments_biased), and each group's first mma of the low chain
      * starts from -kBiasedCodeOffset times the sum of the group's activations of its token: for
      * step s and the tokens 2 t, 2 t + 1 of n-tile nt, the mma's C operand (those two for rows g
@@ -856,7 +856,7 @@ __device__ __forceinline__ void biased_sums(unsigned char *xs, int steps)
 
 /* The split-k kernels' body (apply_stream_split_k_kernel). BIASED: stream_warp_rows' biased codes,
  * ONE_CHAIN: one mma chain, SRING with TAIL: the scales' windows in the ring. */
-template <int GROUP, bool WHOLE, bool SRING, int SUPER, int SLOTS, bool TAIL, bool BIASED, bool ONE_CHAIN>
+template <int GROUP, bool WHOLE, bool SRING, int SUPER, int SLOTS, bool TAIL, bool BIASED, bool ONE_CHAIN, int SHIFT>
 __device__ __forceinline__ void split_k_body(const uint16_t *__restrict__ x, int64_t m, int64_t k,
                                              const int32_t *__restrict__ packed, const uint16_t *__restrict__ scales,
                                              const uint16_t *__restrict__ bias, int64_t n, uint16_t *__restrict__ out)
@@ -866,13 +866,18 @@ __device__ __forceinline__ void split_k_body(const uint16_t *__restrict__ x, int
     extern __shared__ __align__(16) unsigned char smem[];
     const int warps = (int)(blockDim.x >> 5), warp = (int)(threadIdx.x >> 5), lane = (int)(threadIdx.x & 31);
     const unsigned rank = rad_cluster_ctarank();
-    const int ksteps = (int)(k >> 8); /* steps per half: k / 128 / 2 */
-    const int step0 = (int)rank * ksteps;
+    /* steps per half: k / 128 / 2, block 0's SHIFT more and block 1's SHIFT fewer (dispatch.h,
+     * plan_stream_split_k); the exchange slots after the larger half's activations in both blocks */
+    static_assert(SHIFT * SHIFT <= 1 && (SHIFT == 0 || (WHOLE && !TAIL && !BIASED)), "whole halves, one step apart");
+    const int half = (int)(k >> 8);
+    const int ksteps = SHIFT == 0 ? half : rank == 0 ? half + SHIFT : half - SHIFT;
+    const int step0 = SHIFT == 0 ? (int)rank * ksteps : rank == 0 ? 0 : half + SHIFT;
     const int pieces = ksteps * 128; /* 16-byte pieces per 8-token tile of this half */
     constexpr int kSlot = StreamSmem<1, kSuper, GROUP, SRING, SRING && TAIL>::slot;
     unsigned char *xs = smem + warps * (kSlots * kSlot);
     /* BIASED: the table of biased_sums after the activations (split_k_biased_sums_bytes) */
-    unsigned char *slots = xs + kTiles * pieces * 16 + (BIASED ? kTiles * ksteps * 64 : 0);
+    unsigned char *slots = xs + (SHIFT == 0 ? kTiles * pieces * 16 : kTiles * (half + 1) * 2048) +
+                           (BIASED ? kTiles * ksteps * 64 : 0);
     unsigned char *bars = slots + warps * kSplitKSlot;
     for (int q = (int)threadIdx.x; q < kTiles * pieces; q += (int)blockDim.x) {
         const int nt = q / pieces, r = q % pieces; /* r = (4 s + i) * 32 + L, s counted from step0 */
@@ -950,13 +955,14 @@ __device__ __forceinline__ void split_k_body(const uint16_t *__restrict__ x, int
 }
 
 template <int GROUP, bool WHOLE, bool SRING = false, int SUPER = 4, int SLOTS = kStreamXsRingSlots, bool TAIL = false,
-          bool BIASED = false, bool ONE_CHAIN = false>
+          bool BIASED = false, bool ONE_CHAIN = false, int SHIFT = 0>
 __global__ void __launch_bounds__(kStreamXsMaxWarps * 32, 1)
 apply_stream_split_k_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const int32_t *__restrict__ packed,
                             const uint16_t *__restrict__ scales, const uint16_t *__restrict__ bias, int64_t n,
                             uint16_t *__restrict__ out)
 {
-    split_k_body<GROUP, WHOLE, SRING, SUPER, SLOTS, TAIL, BIASED, ONE_CHAIN>(x, m, k, packed, scales, bias, n, out);
+    split_k_body<GROUP, WHOLE, SRING, SUPER, SLOTS, TAIL, BIASED, ONE_CHAIN, SHIFT>(x, m, k, packed, scales, bias, n,
+                                                                                   out);
 }
 
 /* a split-k kernel instance's launch signature */
@@ -983,13 +989,21 @@ int split_k_max_clusters(void)
 
 #if defined(RADIANCE_KERNEL_VARIANTS)
 /* The benchmark build's other split-k rings of 2-step super-steps in 3 slots (run 79): whole in
- * each half without the scales, or for groups of 256 (streamsplitk2s3); whole with the scales in
- * the ring and two mma chains (streamsplitk2s3sr: the library's at k = 1024-6144 from run 80 to
- * run 83). nullptr for any other plan. */
+ * each half without the scales, or for groups of 256 (streamsplitk2s3), the last super-step of
+ * each half tested where k % 512 != 0 (the library's at k = 5376 from run 79 to run 81); whole with
+ * the scales in the ring and two mma chains (streamsplitk2s3sr: the library's at k = 1024-6144
+ * from run 80 to run 83); halves of k / 256 steps ending in a single step with the scales' windows,
+ * the biased codes and one chain (splitktailwin: the library's at k = 5376 from run 82 to run 90);
+ * whole halves one step apart with block 0's the longer (splitkshift0). nullptr for any other
+ * plan. */
 SplitKKernel split_k_variant_kernel(const ApplyArgs &a, const ApplyPlan &p, int slots)
 {
     constexpr int kFine = kSplitKFineSteps, kFineSlots = kSplitKFineSlots;
     if (p.super_step != kFine || slots != kFineSlots || p.whole_super == p.tail_super) return nullptr;
+    if (a.group == 128 && p.tail_super && p.ring_scales && p.biased_codes && p.one_chain)
+        return apply_stream_split_k_kernel<128, false, true, kFine, kFineSlots, true, true, true>;
+    if (a.group == 128 && p.whole_super && p.ring_scales && !p.biased_codes && p.one_chain && p.k_shift == 1)
+        return apply_stream_split_k_kernel<128, true, true, kFine, kFineSlots, false, false, true, 1>;
     if (p.biased_codes || p.one_chain || (a.group != 128 && a.group != 256)) return nullptr;
     const bool g128 = a.group == 128, whole = p.whole_super;
     if (p.ring_scales) return g128 && whole ? apply_stream_split_k_kernel<128, true, true, kFine, kFineSlots> : nullptr;
@@ -1015,25 +1029,28 @@ rad_error_t launch_stream_split_k(const ApplyArgs &a, const ApplyPlan &p)
             kernel = p.ring_scales   ? apply_stream_split_k_kernel<256, true, true>
                      : p.whole_super ? apply_stream_split_k_kernel<256, true>
                                      : apply_stream_split_k_kernel<256, false>;
-    } else if (super_step == kFine && slots == kFineSlots && a.group == 128) {
-        /* 2-step super-steps in 3 ring slots, one mma chain (run 83): whole in each half with the
-         * scales in the ring (k = 1024-6144); where 4-step ones leave room for too few warps (k =
-         * 5376: the last super-step of each half tested), the scales' windows in the ring and the
-         * biased codes (runs 81-82), or, where those do not fit, neither with two chains */
-        if (p.whole_super && p.ring_scales && p.one_chain && !p.biased_codes)
+    } else if (super_step == kFine && slots == kFineSlots && a.group == 128 && p.whole_super && p.ring_scales &&
+               p.one_chain && !p.biased_codes) {
+        /* 2-step super-steps in 3 ring slots, whole in each half with the scales in the ring, one mma
+         * chain (run 83): halves of k / 256 steps (k = 1024-6144, k % 512 == 0), or, where k / 256 is
+         * odd (k = 5376), block 1's a step longer, its rows read from 128-byte boundaries (run 90;
+         * dispatch.h, kSplitKShift) */
+        if (p.k_shift == 0)
             kernel = apply_stream_split_k_kernel<128, true, true, kFine, kFineSlots, false, false, true>;
-        else if (p.tail_super && p.ring_scales && p.biased_codes && p.one_chain)
-            kernel = apply_stream_split_k_kernel<128, false, true, kFine, kFineSlots, true, true, true>;
-        else if (p.tail_super && !p.ring_scales && !p.biased_codes && !p.one_chain)
-            kernel = apply_stream_split_k_kernel<128, false, false, kFine, kFineSlots, true>;
+        else if (p.k_shift == kSplitKShift)
+            kernel =
+                apply_stream_split_k_kernel<128, true, true, kFine, kFineSlots, false, false, true, kSplitKShift>;
     }
 #if defined(RADIANCE_KERNEL_VARIANTS)
     if (kernel == nullptr) kernel = split_k_variant_kernel(a, p, slots);
 #endif
     /* the scales in the ring: with whole super-steps, or in windows with the last tested (2-step) */
     const bool ring_ok = p.whole_super || (p.tail_super && super_step == kSplitKFineSteps);
+    /* whole super-steps in both halves, k / 256 + p.k_shift steps and k / 256 - p.k_shift */
+    const int64_t half = a.k / 256;
+    const bool whole_ok = (half + p.k_shift) % super_step == 0 && (half - p.k_shift) % super_step == 0;
     if (kernel == nullptr || p.blocks < 2 || p.blocks % 2 != 0 || a.k % (2 * a.group) != 0 ||
-        (p.whole_super && a.k % (2 * 128 * super_step) != 0) || (p.ring_scales && !ring_ok))
+        (p.whole_super && !whole_ok) || (p.k_shift != 0 && !p.whole_super) || (p.ring_scales && !ring_ok))
         return (rad_error_t)RADIANCE_GPU_EINVAL;
     rad_error_t err = rad_func_set_max_dynamic_smem(kernel, p.smem);
     if (err != RAD_SUCCESS) return err;

@@ -79,7 +79,8 @@ constexpr int kStreamXsRingSlots = 2; /* ring slots per warp of those two kernel
 /* a row's scales of one super-step (SS steps) where they travel in the ring with its weights
  * (Dispatch.ring_scales): one bf16 a step for groups of 128, one every two steps for 256. window:
  * twice that, the 4-byte-aligned words around them (split k's halves of an odd number of 2-step
- * super-steps' steps, the second starting at an odd step: split_k_fine_tail_windows) */
+ * super-steps' steps, the second starting at an odd step: the benchmark build's
+ * split_k_fine_tail_windows) */
 constexpr int stream_row_scale_bytes(int group, int super_steps, bool window = false)
 {
     return (window ? 4 : 2) * (group == 128 ? super_steps : super_steps / 2);
@@ -123,11 +124,19 @@ constexpr int64_t kSplitKFineMaxK = 5376;
  * per issued instruction, issue active 54 -> 63 % */
 constexpr int64_t kSplitKFineScalesMinK = 1024;
 constexpr int64_t kSplitKFineScalesMaxK = 6144;
+/* split k where k / 256 is odd (k = 5376 on an H100 / H200): block 0's half kSplitKShift steps
+ * longer than k / 256 and block 1's as many shorter (so block 1's is the longer), both of whole
+ * 2-step super-steps, block 1's rows read from 128-byte boundaries. With halves of k / 256 steps
+ * each, block 1's 128-byte visits straddle two lines (twice the L1 tag lookups), and block 0 waited
+ * about 14 % of its time for block 1's sums (Nsight Compute, 16 tokens, 262144 x 5376, H100).
+ * H100, docs/PERF_LOG.md thirty-first round (run 90), two timing loops, us at 9 / 12 / 16 tokens:
+ * 262144 x 5376 267.6-268.0 / 272.8 / 275.9-276.2 against 291.2-291.5 / 292.6-292.7 / 299.7-300.7
+ * with halves of 21 steps (the benchmark build's splitktailwin), block 0's the longer 279.9-280.2 /
+ * 282.2-282.8 / 286.6-287.7; 151936 x 5376 157.7-158.1 / 160.3-160.5 / 163.4-163.8 against
+ * 168.8-169.2 / 171.6-172.1 / 174.6-174.8 */
+constexpr int kSplitKShift = -1;
 constexpr int kSplitKSlot = 32 * kSplitKTokenTiles * 4 * 4; /* per warp: a lane's fp32 sums, 2 tiles x 4 */
 constexpr int kSplitKBars = 2 * 8;                          /* per warp: full and empty mbarriers */
-/* per block of split k with the biased codes (split_k_fine_tail_windows): two floats per token and
- * 128-column step of the block's half of k (apply_stream.hip, biased_sums) */
-constexpr int64_t split_k_biased_sums_bytes(int64_t k) { return (int64_t)kSplitKTokenTiles * (k / 256) * 8 * 8; }
 constexpr int kVectorChunkFloats = 36;   /* LDS floats per 32-column chunk of the vector kernel (4 of pad) */
 constexpr int kVectorStageFloats = 8192; /* tokens x columns of a vector stage where all of k does not fit */
 constexpr int kVectorMaxTokens = 8;
@@ -220,8 +229,10 @@ struct Dispatch {
      * shared memory bytes (the rings and the activations), all from plan_stream_shared_x; smem
      * also kVector's */
     int super_step, warps, blocks, smem;
-    /* kStreamSharedX: 2 where k is split over a cluster pair of blocks (plan_stream_split_k), else 0 */
-    int k_parts;
+    /* kStreamSharedX: 2 where k is split over a cluster pair of blocks (plan_stream_split_k), else 0;
+     * k_shift: the 128-column steps block 0's half has beyond k / 256 (block 1's that many fewer:
+     * -1, 0 or 1; plan_stream_split_k's `shift`) */
+    int k_parts, k_shift;
     /* kStreamSharedX: ring slots per warp (0: kStreamXsRingSlots; split k at k = kSplitKFineMaxK:
      * kSplitKFineSlots) */
     int ring_slots;
@@ -232,8 +243,8 @@ struct Dispatch {
      * pairs of warps over halves of k (stream_pair_block0); 0: none */
     int64_t pair_block0;
     /* kStreamSharedX with k_parts 2, groups of 128, 2-step super-steps: biased_codes, the A
-     * fragments biased (apply_common.h, dequant_a_fragments_biased), smem counting
-     * split_k_biased_sums_bytes (halves ending in a part super-step: split_k_fine_tail_windows);
+     * fragments biased (apply_common.h, dequant_a_fragments_biased; the benchmark build's, halves
+     * ending in a part super-step: apply_variants.hip, split_k_fine_tail_windows);
      * one_chain, the kernel with one mma chain (there, and where the halves are whole: decide) */
     bool biased_codes, one_chain;
 };
@@ -314,15 +325,22 @@ bool plan_stream_shared_x(const Call &c, Facts &f, int token_tiles, int super_st
  * at k = 5376), or 2 in 3 (kSplitKFineSteps, kSplitKFineSlots; the halves then whole or all but the last). */
 template <class Facts>
 bool plan_stream_split_k(const Call &c, Facts &f, int min_warps, bool ring_scales, Dispatch *p, int super_step = 4,
-                        int ring_slots = kStreamXsRingSlots)
+                        int ring_slots = kStreamXsRingSlots, int shift = 0)
 {
     if (!f.cluster_launch()) return false;
     if (c.m > 8 * kSplitKTokenTiles || (c.group != 128 && c.group != 256) || c.k % (2 * c.group) != 0) return false;
     if (f.sm() < 90) return false; /* clusters */
+    /* shift (+-1): halves of k / 256 + shift and k / 256 - shift steps, where k / 256 is odd: whole
+     * 2-step super-steps in each (groups of 128), block 1's starting on a 128-byte boundary of every
+     * row (k % 256 == 0: so does every row) */
+    if (shift != 0 && (shift * shift != 1 || super_step != kSplitKFineSteps || c.group != 128 ||
+                       (c.k / 256) % 2 != 1))
+        return false;
     /* whole super-steps in each half (4-step ones: k % 1024 == 0, as on most heads this is for): no
      * step tested */
-    const bool whole = c.k % (2 * 128 * super_step) == 0;
-    const int64_t xbytes = (int64_t)kSplitKTokenTiles * 16 * (c.k / 2); /* 16 tokens x k / 2 bf16 */
+    const bool whole = shift != 0 || c.k % (2 * 128 * super_step) == 0;
+    /* 16 tokens x the larger half of k, bf16 */
+    const int64_t xbytes = (int64_t)kSplitKTokenTiles * 16 * (c.k / 2 + 128 * (shift != 0));
     const int64_t optin = f.smem_optin();
     if (xbytes >= optin) return false;
     auto per_warp = [&](bool ring) {
@@ -351,6 +369,7 @@ bool plan_stream_split_k(const Call &c, Facts &f, int min_warps, bool ring_scale
     p->ring_slots = ring_slots;
     p->x_mode = kXShared;
     p->k_parts = 2;
+    p->k_shift = shift;
     p->whole_super = whole;
     /* 2-step super-steps: where they are not whole in each half, all but the last (the 4-step ones
      * test every step there, as before run 79) */
@@ -359,29 +378,6 @@ bool plan_stream_split_k(const Call &c, Facts &f, int min_warps, bool ring_scale
     p->warps = (int)warps;
     p->blocks = (int)(2 * clusters);
     p->smem = (int)(warps * per_warp(ring_scales) + xbytes);
-    return true;
-}
-
-/* Split k's 2-step plan p whose halves end in a part super-step (k = 5376 on an H100 / H200, where
- * block 1's half starts at an odd step): the scales' windows in its rings (each super-step's two
- * scales a row as the two aligned 4-byte words around them), the biased codes (their sums' table
- * beside the activations) and one mma chain, where those bytes fit beside p's warps; false (p
- * untouched) elsewhere. H200, docs/PERF_LOG.md twenty-eighth round (runs 81-83), three loops, us
- * at 9 / 16 tokens, 262144 x 5376: 226.4-226.6 / 235.1-235.7 against 244.6-244.8 / 252.7-253.1
- * without them (the windows alone 236.5-236.8 / 245.3-246.0; with the biased codes and two chains
- * 230.0-230.4 / 238.5-239.6). The biased codes' rounding: docs/FORMAT.md. */
-template <class Facts>
-bool split_k_fine_tail_windows(const Call &c, Facts &f, Dispatch *p)
-{
-    if (p->k_parts != 2 || !p->tail_super || p->whole_super || p->ring_scales || p->super_step != kSplitKFineSteps ||
-        c.group != 128)
-        return false;
-    const int64_t windows = stream_slot_bytes(1, kSplitKFineSteps, 128, true, true) -
-                            stream_slot_bytes(1, kSplitKFineSteps, 128, false);
-    const int64_t smem = p->smem + (int64_t)p->warps * p->ring_slots * windows + split_k_biased_sums_bytes(c.k);
-    if (smem > f.smem_optin()) return false;
-    p->ring_scales = p->biased_codes = p->one_chain = true;
-    p->smem = (int)smem;
     return true;
 }
 
@@ -452,7 +448,8 @@ constexpr int64_t kFoldTstoreMaxK = 1024;
  * kernel. H200, docs/PERF_LOG.md sixteenth round, run 61, two timing loops: 262144 x 640 at 20 / 24
  * / 32 tokens 58.6 / 59.4 / 59.7 us against the pipe kernel's 63.7 / 63.9 / 65.6, 151936 x 1024
  * 46.3 / 46.3 / 47.0 against 50.7 / 49.8 / 51.9; at k = 2048 and beyond the pipe kernel leads
- * (128256 x 2048 66.3 against 76.4 at 20 tokens, 248320 x 5120 266.2 against 279.3). */
+ * (128256 x 2048 66.3 against 76.4 at 20 tokens, 248320 x 5120 266.2 against 279.3). Its 16-token
+ * tile serves 9-16 tokens where k is at most this and split k does not apply (decide). */
 constexpr int64_t kFoldFewTokensMaxK = 1024;
 
 /* The library's fold tile for m tokens and k columns: the tokens split into equal chunks of at
@@ -843,14 +840,20 @@ Dispatch decide(const Call &c, Facts &f, int refuse)
     }
     if (split_k && plan_stream_split_k(c, f, kSharedXMinWarps, true, &p)) return p;
     /* where 16 warps' rings of 4-step slots do not fit beside the halves' activations (k > 5296 on
-     * an H200) but k <= kSplitKFineMaxK, 2-step super-steps in 3 slots: 3/4 of the ring's bytes, as
-     * many in flight (kSplitKFineSteps). The library builds the one kernel this takes on an H100 /
-     * H200 (k = 5376): groups of 128, halves that end in a part super-step */
+     * an H200) but k <= kSplitKFineMaxK and k / 256 is odd (k = 5376 on an H100 / H200), 2-step
+     * super-steps in 3 slots (3/4 of the ring's bytes, as many in flight: kSplitKFineSteps), whole
+     * in halves one step apart (kSplitKShift) with their scales in the ring, one mma chain; where
+     * that does not fit, the wgmma pipe below. The halves of 21 steps, the last super-step of each
+     * a single step, with the scales' windows and the biased codes (split_k_fine_tail_windows: the
+     * library's from runs 81-83 to run 90) are the benchmark build's (splitktailwin) */
     const bool fine_k = c.group == 128 && c.k <= kSplitKFineMaxK && !fine_whole;
-    if (split_k && fine_k &&
-        plan_stream_split_k(c, f, kSharedXMinWarps, false, &p, kSplitKFineSteps, kSplitKFineSlots)) {
-        split_k_fine_tail_windows(c, f, &p);
-        return p;
+    if (split_k && fine_k) {
+        Dispatch q = {};
+        if (plan_stream_split_k(c, f, kSharedXMinWarps, true, &q, kSplitKFineSteps, kSplitKFineSlots, kSplitKShift) &&
+            q.ring_scales) {
+            q.one_chain = true;
+            return q;
+        }
     }
     /* more than 32 tokens (17-32 for k <= kFoldFewTokensMaxK; 9-32 for groups under 128, which the
      * kernels below serve only by mma.sync): the group scale folded into the dequantized weights,
@@ -864,7 +867,13 @@ Dispatch decide(const Call &c, Facts &f, int refuse)
      * k % 32 == 0 always holds (a group is 32-256 columns and divides k). So the older wgmma
      * kernels or mma.sync follow. */
     const bool fold_ok = !(refuse & RADIANCE_GPU_TEST_NO_WGMMA) && f.wgmma_built();
-    if ((c.m > 32 || !big_groups || (c.m > 16 && c.k <= kFoldFewTokensMaxK)) && fold_ok) {
+    /* 9-16 tokens where k <= kFoldFewTokensMaxK cannot be split in whole groups (k % (2 group) != 0,
+     * k = 640): the folding kernel's 16-token tile, not the wgmma pipe (run 91, H100, one timing loop,
+     * us at 9 / 12 / 16 tokens: 262144 x 640 59.1 / 58.9 / 56.7 against 66.7 / 66.4 / 66.9; where
+     * split k applies it is not clearly faster: 151936 x 1024 49.0 / 49.4 / 47.8 against 48.0 /
+     * 48.9 / 49.9, 131072 x 768 40.4 / 40.8 / 39.2 against 40.0 / 40.6 / 41.2) */
+    const bool fold_unsplit = c.m > 8 && c.k <= kFoldFewTokensMaxK && c.k % (2 * c.group) != 0;
+    if ((c.m > 32 || !big_groups || (c.m > 16 && c.k <= kFoldFewTokensMaxK) || fold_unsplit) && fold_ok) {
         if (plan_wgmma_fold(c, f, fold_tile_two_per_sm(c, fold_tile(c.m, c.k), f.sm_count()), refuse, &p)) return p;
     }
     const int tokens = c.m <= 16 ? 16 : c.m <= 32 ? 32 : c.m <= 64 ? 64 : 128;

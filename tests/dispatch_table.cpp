@@ -51,6 +51,7 @@ std::string supers(const Dispatch &d)
     if (d.ring_scales) s += d.whole_super ? ", scales in the ring" : ", scales' windows in the ring";
     if (d.biased_codes) s += ", biased codes";
     if (d.one_chain) s += ", one mma chain";
+    if (d.k_shift != 0) s += d.k_shift > 0 ? ", block 0's half a step longer" : ", block 1's half a step longer";
     return s;
 }
 

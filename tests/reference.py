@@ -107,8 +107,10 @@ def dequantize_reference(nibbles, scales, group_size):
 def folds_on_hopper(m, k, group_size):
     """Whether apply rounds each weight to bf16_rne(q * s) before the product on NVIDIA sm_90a
     (docs/FORMAT.md, "Rounding of apply": "Which calls fold"; hip/dispatch.h, decide): more than 32
-    tokens, 17-32 where k <= 1024, or 9-32 where the group is under 128."""
-    return m > 32 or (m > 16 and k <= 1024) or (m > 8 and group_size < 128)
+    tokens, 17-32 where k <= 1024, 9-32 where the group is under 128, or 9-16 where k <= 1024 is no
+    multiple of twice the group (no split k)."""
+    return (m > 32 or (m > 16 and k <= 1024) or (m > 8 and group_size < 128)
+            or (m > 8 and k <= 1024 and k % (2 * group_size) != 0))
 
 
 def fold_chunks_of(m):

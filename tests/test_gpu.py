@@ -74,12 +74,11 @@ def folds(m, k, group_size, flags=0):
     return folds_on_hopper(m, k, group_size)
 
 
-def excess_over_bound(got, x, packed, scales, group_size, bias, floor=1e-6, folded=False, biased_codes=False):
+def excess_over_bound(got, x, packed, scales, group_size, bias, floor=1e-6, folded=False):
     """|got - ref| over its bound, element by element (<= 1 passes): ref the float64 logits of the
     quantized head, the bound one bf16 rounding (2^-8 relative) plus fp32 accumulation over K;
     `floor` absolute. folded: of the head whose weights are bf16_rne(q * s) (the folding kernel),
-    else of q * s exactly. biased_codes: the kernel summed (q + 24) x and took 24 sum x off
-    (docs/FORMAT.md), so the accumulation term covers 24 |s| more per weight."""
+    else of q * s exactly."""
     if folded:
         w_hat = folded_weights(packed, scales, group_size)
         ref = np.asarray(x).astype(np.float64) @ w_hat.T
@@ -88,17 +87,13 @@ def excess_over_bound(got, x, packed, scales, group_size, bias, floor=1e-6, fold
     else:
         ref = apply_reference(x, radiance.unpack_shuffle(packed), scales, group_size, bias)
         w_hat = radiance.dequantize(packed, scales, group_size).astype(np.float64)
-    if biased_codes:
-        s = np.abs(np.asarray(scales).astype(np.float64))
-        w_hat = np.abs(w_hat) + 24.0 * np.repeat(s, group_size, axis=1)[:, :w_hat.shape[1]]
     bound = 2.0**-8 * np.abs(ref) + 2e-6 * (np.abs(x.astype(np.float64)) @ np.abs(w_hat).T) + floor
     return np.abs(np.asarray(got).astype(np.float64) - ref) / bound
 
 
-def assert_within_bf16_of_float64(got, x, packed, scales, group_size, bias, seed, floor=1e-6, folded=False,
-                                  biased_codes=False):
+def assert_within_bf16_of_float64(got, x, packed, scales, group_size, bias, seed, floor=1e-6, folded=False):
     """got within excess_over_bound's bound of the float64 logits of the quantized head."""
-    excess = excess_over_bound(got, x, packed, scales, group_size, bias, floor, folded, biased_codes)
+    excess = excess_over_bound(got, x, packed, scales, group_size, bias, floor, folded)
     what = "bf16(q * s)" if folded else "q * s"
     assert excess.max() <= 1.0, f"seed {seed}: worst error {excess.max():.2f}x the bound (weights {what})"
 
@@ -238,8 +233,9 @@ def test_apply_gpu_register_pipe_matches_float64(m, k, group_size):
 
 # Every tile the planner picks from 9 tokens (hip/dispatch.h, decide and fold_tile): the split-k
 # stream kernel for 9-16 tokens where the halves of k fit (and, with NO_SHARED_X, the wgmma kernel
-# instead), and each tile of the folding wgmma kernel (16 and 32 tokens for groups under 128; 32
-# for 17-32 tokens where k <= 1024, as 640 here, the wgmma pipe kernel at 5120 and 2304; 48;
+# instead), and each tile of the folding wgmma kernel (16 and 32 tokens for groups under 128; 16
+# for 9-16 tokens where k <= 1024 is no multiple of twice the group and 32 for 17-32 tokens where
+# k <= 1024, as 640 here, the wgmma pipe kernel at 5120 and 2304; 48;
 # 64 to 256 in 32s; above 256 in equal chunks: 257 as 2 x 160, 384 as 2 x 192, 700 as 3 x 256,
 # 1000 as 4 x 256; the warpgroups starting 1 step apart at 96-160 tokens and 2 at 224-256),
 # checked against float64 of bf16_rne(q * s) where it folds. Heads of 40001 rows give every
@@ -898,14 +894,14 @@ def test_apply_gpu_persistent_stream_units_match_float64(m, k, group_size):
             assert kernel_template_args(prof, "apply_stream_xs_kernel") == (
                 str(group_size), "1", "1", "4", "2", whole, tail, whole)
         else:  # apply_stream_split_k_kernel<group, whole super-steps in each half, scales in the ring (whole),
-            # steps a slot, slots, tail, biased codes, one mma chain>: 2-step super-steps in 3 slots with
-            # the scales and one chain for groups of 128 where they are whole (k = 2048; hip/dispatch.h,
-            # kSplitKFineScalesMinK), else 4-step ones
+            # steps a slot, slots, tail, biased codes, one mma chain, halves' shift>: 2-step super-steps in 3
+            # slots with the scales and one chain for groups of 128 where they are whole (k = 2048;
+            # hip/dispatch.h, kSplitKFineScalesMinK), else 4-step ones
             fine = group_size == 128 and k % 512 == 0
             whole = "true" if fine or k % 1024 == 0 else "false"
             assert kernel_template_args(prof, "apply_stream_split_k_kernel") == (
                 str(group_size), whole, whole, "2" if fine else "4", "3" if fine else "2", "false", "false",
-                "true" if fine else "false")
+                "true" if fine else "false", "0")
     assert np.isfinite(got).all(), f"unwritten outputs (seed {seed})"
     assert_within_bf16_of_float64(got, x, packed, scales, group_size, bias, seed)
 
@@ -940,17 +936,18 @@ def test_apply_gpu_split_k_under_load_matches_float64():
     assert not wrong, f"{len(wrong)} of {len(calls)} calls beyond the float64 bound (seed, worst): {wrong[:8]}"
 
 
+SPLIT_K_SHIFT = "-1"  # hip/dispatch.h, kSplitKShift: block 0's steps beyond k / 256 where that is odd
+
+
 # Split k at 9-16 tokens in 2-step super-steps in 3 ring slots (hip/dispatch.h, kSplitKFineSteps),
-# groups of 128: where k % 512 == 0 (here 3584-6144) whole in each half with each super-step's
-# scales in the ring (kSplitKFineScalesMinK; 3584: halves of 7 super-steps; 6144: 16 warps fit
-# only in these slots) and one mma chain; at k = 5376, where 16 warps' rings of 4-step slots do not
-# fit beside the halves' activations, halves of 21 steps whose last super-step is a single step,
-# tested against the half's end, with the scales' windows in the ring (block 1's half starts at
-# step 21), the biased codes (checked against docs/FORMAT.md's wider bound for them) and one mma
-# chain (hip/dispatch.h, split_k_fine_tail_windows). n = 1001 (a partial last unit) or 17000-21000
-# rows (an H200 runs 16896 a round, so some warps take a second unit, their ring, scales included,
-# run on into it). Which kernel ran is read from the profiler on an H100 / H200 (elsewhere the
-# float64 check only); an all-zero row, a bias at odd m, nothing written past the output.
+# groups of 128, whole in each half with each super-step's scales in the ring and one mma chain:
+# where k % 512 == 0 (here 3584-6144) halves of k / 256 steps (kSplitKFineScalesMinK; 3584: halves
+# of 7 super-steps; 6144: 16 warps fit only in these slots); at k = 5376, where 16 warps' rings of
+# 4-step slots do not fit beside the halves' activations, halves of 20 and 22 steps (kSplitKShift:
+# k / 256 = 21 is odd). n = 1001 (a partial last unit) or 17000-21000 rows (an H200 runs 16896 a
+# round, so some warps take a second unit, their ring, scales included, run on into it). Which
+# kernel ran is read from the profiler on an H100 / H200 (elsewhere the float64 check only); an
+# all-zero row, a bias at odd m, nothing written past the output.
 @pytest.mark.parametrize("m", [9, 13, 16])
 @pytest.mark.parametrize("rows", ["partial", "second_unit"])
 @pytest.mark.parametrize("k", [3584, 4096, 5120, 5376, 6144])
@@ -959,15 +956,13 @@ def test_apply_gpu_split_k_fine_ring_matches_float64(m, rows, k):
     n = 1001 if rows == "partial" else int(rng.integers(17000, 21000)) | 1
     x, packed, scales, bias = random_call(rng, m, n, k, 128, m % 2, zero_row=int(rng.integers(n)))
     prof, got = guarded_apply(x, packed, scales, bias, 128, seed)
-    whole = k % 512 == 0
     if profiled_on_hopper():
         # apply_stream_split_k_kernel<group, whole, scales in the ring, steps a slot, slots, tail, biased
-        # codes, one mma chain>
+        # codes, one mma chain, block 0's steps beyond k / 256>
         assert kernel_template_args(prof, "apply_stream_split_k_kernel") == (
-            ("128", "true", "true", "2", "3", "false", "false", "true") if whole else
-            ("128", "false", "true", "2", "3", "true", "true", "true"))
+            "128", "true", "true", "2", "3", "false", "false", "true", "0" if k % 512 == 0 else SPLIT_K_SHIFT)
     assert np.isfinite(got).all(), f"unwritten outputs (seed {seed})"
-    assert_within_bf16_of_float64(got, x, packed, scales, 128, bias, seed, biased_codes=not whole)
+    assert_within_bf16_of_float64(got, x, packed, scales, 128, bias, seed)
 
 
 def stream_pair_block0(n, k, sms):

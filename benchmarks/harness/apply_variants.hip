@@ -37,6 +37,34 @@ const Variant kVariantTable[] = {
 };
 constexpr int kVariantCount = (int)(sizeof kVariantTable / sizeof kVariantTable[0]);
 
+/* per block of split k with the biased codes (split_k_fine_tail_windows): two floats per token and
+ * 128-column step of the block's half of k (apply_stream.hip, biased_sums) */
+constexpr int64_t split_k_biased_sums_bytes(int64_t k) { return (int64_t)kSplitKTokenTiles * (k / 256) * 8 * 8; }
+
+/* Split k's 2-step plan p whose halves end in a part super-step (k = 5376 on an H100 / H200, where
+ * block 1's half starts at an odd step): the scales' windows in its rings (each super-step's two
+ * scales a row as the two aligned 4-byte words around them), the biased codes (their sums' table
+ * beside the activations) and one mma chain, where those bytes fit beside p's warps; false (p
+ * untouched) elsewhere. The library's from run 82 until run 90 (dispatch.h, kSplitKShift) took
+ * its place. H200, docs/PERF_LOG.md twenty-eighth round (runs 81-83), three loops, us at 9 / 16
+ * tokens, 262144 x 5376: 226.4-226.6 / 235.1-235.7 against 244.6-244.8 / 252.7-253.1 without them
+ * (the windows alone 236.5-236.8 / 245.3-246.0; with the biased codes and two chains 230.0-230.4 /
+ * 238.5-239.6). The biased codes' sum: (q + 24) x in fp32, 24 sum x taken off per group. */
+template <class Facts>
+bool split_k_fine_tail_windows(const Call &c, Facts &f, Dispatch *p)
+{
+    if (p->k_parts != 2 || !p->tail_super || p->whole_super || p->ring_scales || p->super_step != kSplitKFineSteps ||
+        c.group != 128)
+        return false;
+    const int64_t windows = stream_slot_bytes(1, kSplitKFineSteps, 128, true, true) -
+                            stream_slot_bytes(1, kSplitKFineSteps, 128, false);
+    const int64_t smem = p->smem + (int64_t)p->warps * p->ring_slots * windows + split_k_biased_sums_bytes(c.k);
+    if (smem > f.smem_optin()) return false;
+    p->ring_scales = p->biased_codes = p->one_chain = true;
+    p->smem = (int)smem;
+    return true;
+}
+
 /* The wgmma kernel with exactly this copy mode, or false where it cannot run here. */
 bool variant_wgmma(const ApplyArgs &a, int tokens, int copy, int halves, ApplyPlan *p)
 {
@@ -119,8 +147,11 @@ int variant_plan(const ApplyArgs &a, const Variant &v, ApplyPlan *p)
         break;
     case kVarSplitK:
         ok = big_groups && (v.p2 == kSplitKFineSlots
-                                ? plan_stream_split_k(call_of(a), f, 8, v.p1 == 0, p, kSplitKFineSteps, v.p2)
+                                ? plan_stream_split_k(call_of(a), f, 8, v.p1 == 0, p, kSplitKFineSteps, v.p2,
+                                                      v.p3 == 1 ? 1 : v.p3 == 2 ? -1 : 0)
                                 : plan_stream_split_k(call_of(a), f, 8, v.p1 == 0, p));
+        if (ok && p->k_shift != 0) p->one_chain = true; /* the kernel of shifted halves has one chain */
+        if (v.p3 == 3) ok = ok && split_k_fine_tail_windows(call_of(a), f, p);
         ok = ok && (v.p2 == 0 || v.p2 == kSplitKFineSlots); /* the rings the build has */
         ok = ok && (v.p2 == 0 || v.p1 != 0 || p->ring_scales); /* 2-step with the scales: where they fit */
         ok = ok && p->smem <= f.smem_optin();

@@ -9,9 +9,9 @@ This asks how close each comes to docs/FORMAT.md's tighter bound, 2^-8 |y| + 2e-
 (w = q s exactly), and to its accumulation term alone, where the activations have a mean (all
 positive, or normal + 3) and the codes are small (q in -1 .. 1, so |w| is small against the
 activations' sums), besides the check's normal activations with an outlier token and uniform
-codes. The biased codes (the library's split k at k = 5376, auto there) sum (q + 24) x in fp32 and
-subtract 24 sum x, so their error grows with 24 sum |x| |s| rather than with sum |x| |w|: the
-table prints both ratios.
+codes. The biased codes (splitktailwin: the library's split k at k = 5376 until run 90) sum
+(q + 24) x in fp32 and subtract 24 sum x, so their error grows with 24 sum |x| |s| rather than with
+sum |x| |w|: the table prints both ratios.
 Groups of 128. Every output is poisoned with NaN first; a variant that does not apply is skipped.
 """
 
