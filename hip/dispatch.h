@@ -124,11 +124,12 @@ constexpr int64_t kSplitKFineMaxK = 5376;
  * per issued instruction, issue active 54 -> 63 % */
 constexpr int64_t kSplitKFineScalesMinK = 1024;
 constexpr int64_t kSplitKFineScalesMaxK = 6144;
-/* split k where k / 256 is odd (k = 5376 on an H100 / H200): block 0's half kSplitKShift steps
- * longer than k / 256 and block 1's as many shorter (so block 1's is the longer), both of whole
- * 2-step super-steps, block 1's rows read from 128-byte boundaries. With halves of k / 256 steps
- * each, block 1's 128-byte visits straddle two lines (twice the L1 tag lookups), and block 0 waited
- * about 14 % of its time for block 1's sums (Nsight Compute, 16 tokens, 262144 x 5376, H100).
+/* split k where k / 256 is odd (k = 5376 on an H100 / H200): block 0's half k / 256 + kSplitKShift
+ * steps and block 1's k / 256 - kSplitKShift (-1: block 1's a step longer, since block 0 also adds
+ * and writes each unit), both of whole 2-step super-steps, block 1's rows read from 128-byte
+ * boundaries. With halves of k / 256 steps each, block 1's 128-byte visits straddle two lines
+ * (twice the L1 tag lookups), and block 0 waited about 14 % of its time for block 1's sums
+ * (Nsight Compute, 16 tokens, 262144 x 5376, H100).
  * H100, docs/PERF_LOG.md thirty-first round (run 90), two timing loops, us at 9 / 12 / 16 tokens:
  * 262144 x 5376 267.6-268.0 / 272.8 / 275.9-276.2 against 291.2-291.5 / 292.6-292.7 / 299.7-300.7
  * with halves of 21 steps (the benchmark build's splitktailwin), block 0's the longer 279.9-280.2 /
