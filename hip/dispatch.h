@@ -824,21 +824,27 @@ Dispatch decide(const Call &c, Facts &f, int refuse)
     const bool split_k = c.m <= 16 && big_groups && !(refuse & RADIANCE_GPU_TEST_NO_SHARED_X);
     /* halves of whole 2-step super-steps (k % 512 == 0) */
     const bool fine_whole = c.k % (2 * 128 * kSplitKFineSteps) == 0;
-    /* from k = kSplitKFineScalesMinK to kSplitKFineScalesMaxK with whole super-steps, groups of 128:
-     * 2-step super-steps in 3 slots that carry the scales, where 16 warps of those fit (run 80) */
-    if (split_k && c.group == 128 && c.k >= kSplitKFineScalesMinK && c.k <= kSplitKFineScalesMaxK && fine_whole) {
-        Dispatch q = {};
-        if (plan_stream_split_k(c, f, kSharedXMinWarps, true, &q, kSplitKFineSteps, kSplitKFineSlots) &&
-            q.ring_scales) {
-            /* one mma chain (run 83; H200, three loops, us at 9 / 16 tokens: 248320 x 5120
-             * 197.8-198.0 / 205.1-205.4 against 203.6-204.1 / 210.3-210.7 with two, 151936 x 5120
-             * 123.8-124.1 / 128.4-128.6 against 127.4 / 131.7-132.1, 128256 x 4096 90.1-90.3 /
-             * 93.9-94.2 against 92.7-92.9 / 96.4-96.8, 151936 x 6144 144.8-145.3 / 150.9-151.4
-             * against 149.0-149.2 / 155.4-155.5) */
-            q.one_chain = true;
-            return q;
-        }
-    }
+    /* split k's 2-step super-steps in 3 slots that carry the scales, whole in halves of k / 256 +-
+     * shift steps, where 16 warps of those fit (kSplitKFineSteps; false, q untouched, elsewhere), with
+     * one mma chain (run 83; H200, three loops, us at 9 / 16 tokens: 248320 x 5120 197.8-198.0 /
+     * 205.1-205.4 against 203.6-204.1 / 210.3-210.7 with two, 151936 x 5120 123.8-124.1 /
+     * 128.4-128.6 against 127.4 / 131.7-132.1, 128256 x 4096 90.1-90.3 / 93.9-94.2 against
+     * 92.7-92.9 / 96.4-96.8, 151936 x 6144 144.8-145.3 / 150.9-151.4 against 149.0-149.2 /
+     * 155.4-155.5) */
+    auto fine_ring = [&](int shift, Dispatch *q) {
+        Dispatch r = {};
+        if (!plan_stream_split_k(c, f, kSharedXMinWarps, true, &r, kSplitKFineSteps, kSplitKFineSlots, shift) ||
+            !r.ring_scales)
+            return false;
+        r.one_chain = true;
+        *q = r;
+        return true;
+    };
+    /* from k = kSplitKFineScalesMinK to kSplitKFineScalesMaxK with whole super-steps, groups of 128
+     * (run 80) */
+    if (split_k && c.group == 128 && c.k >= kSplitKFineScalesMinK && c.k <= kSplitKFineScalesMaxK && fine_whole &&
+        fine_ring(0, &p))
+        return p;
     if (split_k && plan_stream_split_k(c, f, kSharedXMinWarps, true, &p)) return p;
     /* where 16 warps' rings of 4-step slots do not fit beside the halves' activations (k > 5296 on
      * an H200) but k <= kSplitKFineMaxK and k / 256 is odd (k = 5376 on an H100 / H200), 2-step
@@ -848,14 +854,7 @@ Dispatch decide(const Call &c, Facts &f, int refuse)
      * a single step, with the scales' windows and the biased codes (split_k_fine_tail_windows: the
      * library's from runs 81-83 to run 90) are the benchmark build's (splitktailwin) */
     const bool fine_k = c.group == 128 && c.k <= kSplitKFineMaxK && !fine_whole;
-    if (split_k && fine_k) {
-        Dispatch q = {};
-        if (plan_stream_split_k(c, f, kSharedXMinWarps, true, &q, kSplitKFineSteps, kSplitKFineSlots, kSplitKShift) &&
-            q.ring_scales) {
-            q.one_chain = true;
-            return q;
-        }
-    }
+    if (split_k && fine_k && fine_ring(kSplitKShift, &p)) return p;
     /* more than 32 tokens (17-32 for k <= kFoldFewTokensMaxK; 9-32 for groups under 128, which the
      * kernels below serve only by mma.sync): the group scale folded into the dequantized weights,
      * so no warpgroup drains its wgmmas between groups (docs/PERF_LOG.md eighth round, run 43,
