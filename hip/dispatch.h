@@ -545,8 +545,8 @@ inline double fold_fill(int64_t tiles, int64_t slots)
 /* The same for a launch of one block per SM, whose last round fold_tail_parts may cut along k:
  * that round then counts 1 / parts of one. fold_tile_two_per_sm counts it for the tile of 128
  * tokens only: at 33-96 tokens two blocks per SM of 128-row tiles beat one block's tiles of 192
- * rows, cut, by 3-19 % where this fill would take one block (run 78: 128256 x 4096 at 40-96
- * tokens, 128256 x 2048 at 40-48, 262144 x 5376 at 64). */
+ * rows, cut, by 3-19 % where this fill would take one block (run 78, before run 89 sped up the
+ * tiles of one block: 128256 x 4096 at 40-96 tokens, 128256 x 2048 at 40-48, 262144 x 5376 at 64). */
 inline double fold_fill_one_block(int64_t tiles, int64_t slots, int64_t k)
 {
     const int parts = fold_tail_parts(tiles, slots, k);
@@ -588,8 +588,21 @@ constexpr double kFoldTwoPerSmMinGain = 1.08, kFoldTwoPerSmMaxLossSmallK = 0.99;
  * and 64.7-65.0 / 63.6-63.9; still not taken: 248320 x 5120 (0.98 / 0.92: 3-7 % slower), 151936 x
  * 5120 (1.00 / 0.90: 4-8 %), 49152 x 576 (0.97 / 0.73: 12-16 %). The tiles of 48 and 128 tokens
  * keep the rule above (262144 x 5376 at 40 tokens 357.1 / 377.2, at 128 653 / 572 us, runs 57 and
- * 56; at 40-48 again in run 71, 378-380 / 370-374, but 151936 x 1024 49.5-50.0 / 51.3-51.5). */
-constexpr double kFoldTwoPerSmMinGain64To96 = 1.0, kFoldTwoPerSmMaxLossSmallK64To96 = 0.85;
+ * 56; at 40-48 again in run 71, 378-380 / 370-374, but 151936 x 1024 49.5-50.0 / 51.3-51.5).
+ * Run 89 then sped up the tiles of one block per SM (their scales straight into the fragments'
+ * registers), not those of two, and run 94 (docs/PERF_LOG.md, thirty-second round; H100, one
+ * timing loop, one block's time over two's) moved both thresholds. From k = kFoldLongStepsMinK
+ * (28 steps a tile and more) two blocks need a fill 5 % better: 262144 x 5376 (fill 0.94 / 0.97)
+ * at 64 / 80 / 96 tokens 0.974-0.976 / 0.964-0.965 / 0.953, 262144 x 3840 0.980 / 0.984-0.987 /
+ * 0.970-0.974, 256000 x 3584 and 163840 x 5120 0.99-1.00; below it the fill's rise alone still
+ * decides (262144 x 2560 1.02-1.04, 256000 x 2304 1.05-1.07 with one block). At k <=
+ * kFoldTstoreMaxK two blocks may fill 5 % worse, no longer 15 %: 151936 x 1024 (1.00 / 0.90) at 96
+ * 0.964-0.967, 152064 x 896 0.962-0.969 (at 64 tokens both within 1 %). Still two where the fill
+ * rises by 12 % (128256 x 4096, 128256 x 2048, 131072 x 768 at 64-96: two 3-17 % ahead) and on
+ * 262144 x 640 (0.94 / 0.97, k <= kFoldTstoreMaxK: two 1-3 % ahead). */
+constexpr double kFoldTwoPerSmMinGain64To96 = 1.0, kFoldTwoPerSmMinGain64To96LongK = 1.05;
+constexpr double kFoldTwoPerSmMaxLossSmallK64To96 = 0.95;
+constexpr int64_t kFoldLongStepsMinK = 3584;
 /* The tile of 128 tokens and 1 consumer warpgroup (64 rows) slows down where its token box runs
  * far past m: its activations (TOKENS x 128 columns a step, 8 times its weights' bytes) come
  * through the TMA engine, which fills the rows past m with zeros, and each 64-row tile loads them
@@ -603,6 +616,15 @@ constexpr double kFoldTwoPerSmMinGain64To96 = 1.0, kFoldTwoPerSmMaxLossSmallK64T
  * (one block, 3 consumer warpgroups there, k > kFoldTwoWgMaxK), 151936 x 1024 93 / 92 / 90 -> 75 /
  * 76 / 76; but 262144 x 640 at 111 89.3 -> 93.1 and 49152 x 576 at 104 20.2 -> 21.2. */
 constexpr int64_t kFoldTwoPerSm128MinTokens = 112;
+/* After run 89 sped up the tiles of one block per SM, the tile of 128 tokens and 1 consumer
+ * warpgroup wins where the fills are equal and k <= kFoldTstoreMaxK (the rule above) only where one
+ * block's tiles take few rounds, so that each block's first steps and epilogue weigh and two blocks
+ * overlap them: at most this many rounds of one block's tiles. Run 94 (docs/PERF_LOG.md,
+ * thirty-second round; H100, one timing loop, us at 112 / 128 tokens, one block's tile of 2
+ * consumer warpgroups written by TMA against this one): 151936 x 1024 (9 rounds) 71.7 / 72.1
+ * against 82.4 / 72.9, 262144 x 640 (16) 84.1 / 85.4 against 94.5 / 90.5, 131072 x 768 (8) 52.4 /
+ * 52.8 against 58.5 / 54.3; but 49152 x 576 g64 (3 rounds) 22.3 / 22.3 against 20.9 / 21.1. */
+constexpr int64_t kFoldTwoPerSm128MaxRounds = 4;
 
 /* For one chunk of fold_tile's tile `one` (48-128 tokens), the tile of two blocks per SM where the
  * rule above takes it, else `one`. Where the output's map is refused, plan_wgmma_fold turns a tile
@@ -619,9 +641,12 @@ inline FoldTile fold_tile_two_per_sm(const Call &c, FoldTile one, int64_t sms)
     };
     const double fill_one = fill(one), fill_two = fill(two);
     const bool mid = one.tokens == 64 || one.tokens == 96;
-    const bool rises = fill_two >= (mid ? kFoldTwoPerSmMinGain64To96 : kFoldTwoPerSmMinGain) * fill_one;
+    const double mid_gain = c.k >= kFoldLongStepsMinK ? kFoldTwoPerSmMinGain64To96LongK : kFoldTwoPerSmMinGain64To96;
+    const bool rises = fill_two >= (mid ? mid_gain : kFoldTwoPerSmMinGain) * fill_one;
+    const int64_t one_tiles = (c.n + 64 * one.consumer_wgs - 1) / (64 * one.consumer_wgs);
+    const bool few_rounds = (one_tiles + sms - 1) / sms <= kFoldTwoPerSm128MaxRounds;
     const bool holds_small_k =
-        c.k <= kFoldTstoreMaxK &&
+        c.k <= kFoldTstoreMaxK && (one.tokens != 128 || few_rounds) &&
         fill_two >= (mid ? kFoldTwoPerSmMaxLossSmallK64To96 : kFoldTwoPerSmMaxLossSmallK) * fill_one;
     return rises || holds_small_k ? two : one;
 }

@@ -383,18 +383,22 @@ def expected_fold_tile(m, n, k, sms):
     fold_tile_two_per_sm): two blocks per SM of 128-row tiles (64-row at 128 tokens) where the last
     round of tiles fills the SMs' slots 8 % better than one block's tiles of 192 rows (128 rows at
     128 tokens with k <= 2048), or, with k <= 1024, no more than 1 % worse; the tiles of 64 and 96
-    tokens where it fills no worse, or, with k <= 1024, no more than 15 % worse; the tile of 128
-    tokens only from 112 tokens, where one block's fill counts the cut of its last round along k."""
+    tokens where it fills no worse (5 % better from k = 3584), or, with k <= 1024, no more than 5 %
+    worse; the tile of 128
+    tokens only from 112 tokens, where one block's fill counts the cut of its last round along k,
+    and with k <= 1024 at an equal fill only where one block's tiles take at most 4 rounds."""
     tokens = fold_chunks_of(m)
     wgs_one = 2 if tokens == 128 and k <= 2048 else 3
     wgs_two = 1 if tokens == 128 else 2
     tiles_one = -(-n // (64 * wgs_one))
     fill_one = fold_fill_one_block(tiles_one, sms, k) if tokens == 128 else fold_fill(tiles_one, sms)
     fill_two = fold_fill(-(-n // (64 * wgs_two)), 2 * sms)
-    gain, small_k_loss = (1.0, 0.85) if tokens in (64, 96) else (1.08, 0.99)
+    gain, small_k_loss = ((1.05 if k >= 3584 else 1.0), 0.95) if tokens in (64, 96) else (1.08, 0.99)
     if tokens == 128 and m < 112:
         return tokens, wgs_one, 1
-    if fill_two >= gain * fill_one or (k <= 1024 and fill_two >= small_k_loss * fill_one):
+    few_rounds = -(-tiles_one // sms) <= 4
+    small_k_holds = k <= 1024 and (tokens != 128 or few_rounds) and fill_two >= small_k_loss * fill_one
+    if fill_two >= gain * fill_one or small_k_holds:
         return tokens, wgs_two, 2
     return tokens, wgs_one, 1
 
@@ -407,9 +411,13 @@ def expected_fold_tile(m, n, k, sms):
 # (one block's 125 tiles fill more than 188 of two: not taken), and odd n (no output map: one block,
 # from the registers); 33-48 tokens alike (40 and 48 on the heads of 264 and 528 tiles, 45 on 24000
 # x 4096: not taken). The tiles of 64 and 96 tokens where their own thresholds decide (76168 x 2304
-# at 64 tokens: the fill equal; 101384 x 1024 at 72: 6 % worse at k <= 1024), the 96-token tile at
-# k = 576, whose last step's second half, past k, its four parts skip, and 100 tokens, where the
-# fill would take two blocks but the tile of 128 tokens is taken only from 112. Which tile ran is
+# at 64 tokens: the fill equal, enough below k = 3584, and 76168 x 4096: not 5 % better from there;
+# 101384 x 1024 at 72: 6 % worse at k <= 1024, more than the 5 % allowed), the 96-token tile at
+# k = 576, whose last step's second
+# half, past k, its four parts skip, and 100 tokens, where the fill would take two blocks but the
+# tile of 128 tokens is taken only from 112; at 128 tokens with k <= 1024 and equal fills, two
+# blocks where one block's tiles take 4 rounds (67576 x 640) and one block where they take 5
+# (84480 x 640). Which tile ran is
 # read from the profiler and must be the rule's, for this GPU's SM count; on an H200 (132 SMs) the
 # cases take both answers. At 112-128 tokens one block's fill counts the cut of its last round along
 # k (fold_fill_one_block): 33784 x 5120 at 128 tokens takes one block, cut. The two plans agree bit
@@ -420,6 +428,7 @@ TWO_PER_SM_CASES = [
     (97, 40008, 1376, 32), (64, 24000, 4096, 128), (50, 67576, 1024, 128), (96, 33783, 2304, 256),
     (40, 33784, 5120, 128), (48, 67576, 640, 128), (45, 24000, 4096, 128), (33, 33783, 1024, 64),
     (64, 76168, 2304, 128), (72, 101384, 1024, 128), (72, 67576, 576, 64), (100, 67576, 640, 128),
+    (128, 67576, 640, 128), (128, 84480, 640, 128), (64, 76168, 4096, 128),
 ]
 
 
@@ -430,7 +439,8 @@ def test_apply_gpu_fold_two_blocks_per_sm_match_float64_and_one_block_bit_for_bi
     sms = torch.cuda.get_device_properties(DEV).multi_processor_count
     want = expected_fold_tile(m, n, k, sms) if n % 8 == 0 else (fold_chunks_of(m), 3, 1)
     if sms == 132:  # an H100 / H200: the cases were chosen for its 264 slots
-        one_block = ((97, 40008, 1376), (64, 24000, 4096), (45, 24000, 4096), (100, 67576, 640), (128, 33784, 5120))
+        one_block = ((97, 40008, 1376), (64, 24000, 4096), (45, 24000, 4096), (100, 67576, 640), (128, 33784, 5120),
+                     (72, 101384, 1024), (128, 84480, 640), (64, 76168, 4096))
         assert (want[2] == 2) == (n % 8 == 0 and (m, n, k) not in one_block), want
     rng, seed = fresh_rng()
     x, packed, scales, bias = random_call(rng, m, n, k, group_size, m % 2 == 0)
