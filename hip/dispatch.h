@@ -542,6 +542,28 @@ inline double fold_fill(int64_t tiles, int64_t slots)
     return rounds > 0 ? (double)tiles / (double)(rounds * slots) : 1.0;
 }
 
+/* 129-160 tokens a chunk where k > kFoldTwoWgMaxK (fold_tile's 3 consumer warpgroups, 192-row
+ * tiles): 2 consumer warpgroups written by TMA (128-row tiles) where their tiles fill the last round
+ * over the SMs (fold_fill, one block per SM, uncut) this much better, else fold_tile's. H100,
+ * docs/PERF_LOG.md thirty-second round (run 95), one timing loop, 2 warpgroups' time over 3's at
+ * 136-160 tokens (fill of 3 / 2): 32000 x 4096 (0.63 / 0.95) 0.73-0.74, 65536 x 4096 (0.86 / 0.97)
+ * 0.91-0.92, 128256 x 4096 (0.84 / 0.95) 0.94-0.95, 128256 x 5120 and 131072 x 5120 (0.84-0.86 /
+ * 0.95-0.97) 0.97-0.98, 102400 x 5120 (0.81 / 0.87) 0.99, 163840 x 5120 (0.92 / 0.97) 0.98; not
+ * taken: 256000 x 3584 (0.92 / 0.95) 0.99, 262144 x 5376 (0.94 / 0.97) 1.03, 248320 x 5120 (0.98 /
+ * 0.98) 1.02-1.03, 151936 x 5120 (1.00 / 1.00) 1.02-1.03. The cut of 3 warpgroups' last round
+ * (fold_tail_parts) does not make up for its fill: 128256 x 4096 cuts its 8 tiles in four. At
+ * 97-128 tokens only the heads of 1-3 rounds gain (32000 x 4096 0.77-0.78, 65536 x 4096 0.87-0.98;
+ * 128256 x 4096 0.98-1.00, four heads of k = 3584-5120 1.01-1.03): not taken. */
+constexpr double kFold160TwoWgMinGain = 1.04;
+
+inline FoldTile fold_tile_rows(const Call &c, FoldTile w, int64_t sms)
+{
+    if (w.tokens != 160 || w.consumer_wgs != 3 || sms < 1) return w;
+    const int64_t chunks = (c.m + 255) / 256;
+    const double fill3 = fold_fill((c.n + 191) / 192 * chunks, sms), fill2 = fold_fill((c.n + 127) / 128 * chunks, sms);
+    return fill2 >= kFold160TwoWgMinGain * fill3 ? FoldTile{160, 2, true} : w;
+}
+
 /* The same for a launch of one block per SM, whose last round fold_tail_parts may cut along k:
  * that round then counts 1 / parts of one. fold_tile_two_per_sm counts it for the tile of 128
  * tokens only: at 33-96 tokens two blocks per SM of 128-row tiles beat one block's tiles of 192
@@ -899,7 +921,8 @@ Dispatch decide(const Call &c, Facts &f, int refuse)
      * 48.9 / 49.9, 131072 x 768 40.4 / 40.8 / 39.2 against 40.0 / 40.6 / 41.2) */
     const bool fold_unsplit = c.m > 8 && c.k <= kFoldFewTokensMaxK && c.k % (2 * c.group) != 0;
     if ((c.m > 32 || !big_groups || (c.m > 16 && c.k <= kFoldFewTokensMaxK) || fold_unsplit) && fold_ok) {
-        if (plan_wgmma_fold(c, f, fold_tile_two_per_sm(c, fold_tile(c.m, c.k), f.sm_count()), refuse, &p)) return p;
+        const FoldTile w = fold_tile_rows(c, fold_tile(c.m, c.k), f.sm_count());
+        if (plan_wgmma_fold(c, f, fold_tile_two_per_sm(c, w, f.sm_count()), refuse, &p)) return p;
     }
     const int tokens = c.m <= 16 ? 16 : c.m <= 32 ? 32 : c.m <= 64 ? 64 : 128;
     if (wgmma() && plan_wgmma(f, tokens, refuse, &p)) return p;

@@ -268,7 +268,8 @@ def test_apply_gpu_every_fold_tile_matches_float64(m, n, k, group_size):
 
 
 # Tiles written by TMA (hip/dispatch.h, fold_tile: every 2-warpgroup tile, 161-256 tokens per chunk;
-# 97-160 with 2 warpgroups for k <= 2048; every tile from 32 tokens for k <= 1024, 17-32 tokens
+# 97-160 with 2 warpgroups for k <= 2048, 129-160 beyond where 128-row tiles fill the SMs' last round
+# better (fold_tile_rows: 150 tokens on 2048 x 4096); every tile from 32 tokens for k <= 1024, 17-32 tokens
 # too there: 20 of 32 at k = 640, 32 at 1024; the 48-token tile at every k: 40 of 48 at k = 5120,
 # 48 at 2304) only where the
 # output's tensor map is granted: n % 8 == 0 and a 16-byte aligned output, so the heads above (odd
@@ -287,7 +288,7 @@ TMA_STORE_CASES = [
     (24, 20000, 576, 64), (40, 40008, 640, 128), (64, 20000, 576, 64), (96, 3000, 1024, 128),
     (120, 20000, 576, 64), (150, 40008, 1024, 256), (300, 40008, 640, 128), (150, 3000, 2048, 128),
     (100, 2048, 2048, 128), (40, 3000, 5120, 128), (48, 2048, 2304, 256), (20, 40008, 640, 128),
-    (32, 3000, 1024, 128),
+    (32, 3000, 1024, 128), (150, 2048, 4096, 128),
 ]
 
 
@@ -480,12 +481,14 @@ def test_apply_gpu_fold_two_blocks_per_sm_match_float64_and_one_block_bit_for_bi
 # second launch, and the last unit of a tile to finish adds their fp32 sums and writes it. Heads
 # chosen for an H200's 132 SMs (every case cuts there): odd n (the tiles stored from the registers)
 # and n % 8 == 0 (written by TMA), 2 and 3 consumer warpgroups, groups 32-256, k = 2048-8192 (2-4
-# parts), two token chunks (280 tokens, two of 160), an all-zero row, a bias where m is even. Which
+# parts), two token chunks (280 tokens, two of 160: 3 consumer warpgroups on 16904 rows, 2 on 25352,
+# whose 128-row tiles fill the rounds better: fold_tile_rows), an all-zero row, a bias where m is
+# even. Which
 # kernel ran (read from the profiler) must be the rule's for this GPU's SM count; against float64,
 # with nothing written past the output.
 CUT_CASES = [
-    (128, 26003, 4096, 128), (48, 26003, 4096, 64), (200, 20704, 4096, 128), (280, 16000, 8192, 64),
-    (64, 25601, 2048, 256), (100, 26881, 5120, 32), (40, 25601, 5376, 128),
+    (128, 26003, 4096, 128), (48, 26003, 4096, 64), (200, 20704, 4096, 128), (280, 16904, 8192, 64),
+    (280, 25352, 8192, 64), (64, 25601, 2048, 256), (100, 26881, 5120, 32), (40, 25601, 5376, 128),
 ]
 
 
