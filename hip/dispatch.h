@@ -551,17 +551,23 @@ inline double fold_fill(int64_t tiles, int64_t slots)
  * 0.95-0.97) 0.97-0.98, 102400 x 5120 (0.81 / 0.87) 0.99, 163840 x 5120 (0.92 / 0.97) 0.98; not
  * taken: 256000 x 3584 (0.92 / 0.95) 0.99, 262144 x 5376 (0.94 / 0.97) 1.03, 248320 x 5120 (0.98 /
  * 0.98) 1.02-1.03, 151936 x 5120 (1.00 / 1.00) 1.02-1.03. The cut of 3 warpgroups' last round
- * (fold_tail_parts) does not make up for its fill: 128256 x 4096 cuts its 8 tiles in four. At
- * 97-128 tokens only the heads of 1-3 rounds gain (32000 x 4096 0.77-0.78, 65536 x 4096 0.87-0.98;
- * 128256 x 4096 0.98-1.00, four heads of k = 3584-5120 1.01-1.03): not taken. */
+ * (fold_tail_parts) does not make up for its fill: 128256 x 4096 cuts its 8 tiles in four. The
+ * 128-token tile (97-128 tokens) likewise, but only where 3 warpgroups' tiles take at most
+ * kFold128TwoWgMaxRounds rounds (run 96, calls 9 and 11, at 100-128 tokens: 32000 x 4096 0.78,
+ * 32768 x 4096 0.78-0.80, 32000 x 5120 0.82-0.85, 65536 x 4096 0.87-0.98, 65536 x 5120 0.98-0.99,
+ * 1.27-2.6 rounds; 49152 x 4096, fills equal, 1.02-1.04): with more rounds the fill no longer
+ * tells (128256 x 4096 0.98-1.00, 128256 / 131072 / 102400 / 163840 x 5120 and 256000 x 3584
+ * 1.01-1.04, 4-10 rounds). */
 constexpr double kFold160TwoWgMinGain = 1.04;
+constexpr int64_t kFold128TwoWgMaxRounds = 3;
 
 inline FoldTile fold_tile_rows(const Call &c, FoldTile w, int64_t sms)
 {
-    if (w.tokens != 160 || w.consumer_wgs != 3 || sms < 1) return w;
-    const int64_t chunks = (c.m + 255) / 256;
-    const double fill3 = fold_fill((c.n + 191) / 192 * chunks, sms), fill2 = fold_fill((c.n + 127) / 128 * chunks, sms);
-    return fill2 >= kFold160TwoWgMinGain * fill3 ? FoldTile{160, 2, true} : w;
+    if ((w.tokens != 128 && w.tokens != 160) || w.consumer_wgs != 3 || sms < 1) return w;
+    const int64_t chunks = (c.m + 255) / 256, tiles3 = (c.n + 191) / 192 * chunks;
+    if (w.tokens == 128 && (tiles3 + sms - 1) / sms > kFold128TwoWgMaxRounds) return w;
+    const double fill3 = fold_fill(tiles3, sms), fill2 = fold_fill((c.n + 127) / 128 * chunks, sms);
+    return fill2 >= kFold160TwoWgMinGain * fill3 ? FoldTile{w.tokens, 2, true} : w;
 }
 
 /* The same for a launch of one block per SM, whose last round fold_tail_parts may cut along k:

@@ -390,6 +390,10 @@ def expected_fold_tile(m, n, k, sms):
     and with k <= 1024 at an equal fill only where one block's tiles take at most 4 rounds."""
     tokens = fold_chunks_of(m)
     wgs_one = 2 if tokens == 128 and k <= 2048 else 3
+    if tokens == 128 and wgs_one == 3:  # fold_tile_rows: 2 where 3's tiles take at most 3 rounds
+        tiles3 = -(-n // 192)
+        if -(-tiles3 // sms) <= 3 and fold_fill(-(-n // 128), sms) >= 1.04 * fold_fill(tiles3, sms):
+            wgs_one = 2
     wgs_two = 1 if tokens == 128 else 2
     tiles_one = -(-n // (64 * wgs_one))
     fill_one = fold_fill_one_block(tiles_one, sms, k) if tokens == 128 else fold_fill(tiles_one, sms)
@@ -421,7 +425,9 @@ def expected_fold_tile(m, n, k, sms):
 # (84480 x 640). Which tile ran is
 # read from the profiler and must be the rule's, for this GPU's SM count; on an H200 (132 SMs) the
 # cases take both answers. At 112-128 tokens one block's fill counts the cut of its last round along
-# k (fold_fill_one_block): 33784 x 5120 at 128 tokens takes one block, cut. The two plans agree bit
+# k (fold_fill_one_block): 76040 x 2304 at 128 tokens takes one block of 3 consumer warpgroups, cut;
+# 33784 x 5120 one block of 2, whose 128-row tiles fill its 2 rounds where 3's 192-row ones would
+# leave a third of them idle (fold_tile_rows). The two plans agree bit
 # for bit where they run the same tiles the same way: neither cuts, or both run the one-block tile
 # (a cut adds its parts' sums, which changes the order of additions).
 TWO_PER_SM_CASES = [
@@ -429,7 +435,7 @@ TWO_PER_SM_CASES = [
     (97, 40008, 1376, 32), (64, 24000, 4096, 128), (50, 67576, 1024, 128), (96, 33783, 2304, 256),
     (40, 33784, 5120, 128), (48, 67576, 640, 128), (45, 24000, 4096, 128), (33, 33783, 1024, 64),
     (64, 76168, 2304, 128), (72, 101384, 1024, 128), (72, 67576, 576, 64), (100, 67576, 640, 128),
-    (128, 67576, 640, 128), (128, 84480, 640, 128), (64, 76168, 4096, 128),
+    (128, 67576, 640, 128), (128, 84480, 640, 128), (64, 76168, 4096, 128), (128, 76040, 2304, 128),
 ]
 
 
@@ -441,7 +447,7 @@ def test_apply_gpu_fold_two_blocks_per_sm_match_float64_and_one_block_bit_for_bi
     want = expected_fold_tile(m, n, k, sms) if n % 8 == 0 else (fold_chunks_of(m), 3, 1)
     if sms == 132:  # an H100 / H200: the cases were chosen for its 264 slots
         one_block = ((97, 40008, 1376), (64, 24000, 4096), (45, 24000, 4096), (100, 67576, 640), (128, 33784, 5120),
-                     (72, 101384, 1024), (128, 84480, 640), (64, 76168, 4096))
+                     (72, 101384, 1024), (128, 84480, 640), (64, 76168, 4096), (128, 76040, 2304))
         assert (want[2] == 2) == (n % 8 == 0 and (m, n, k) not in one_block), want
     rng, seed = fresh_rng()
     x, packed, scales, bias = random_call(rng, m, n, k, group_size, m % 2 == 0)
