@@ -268,20 +268,19 @@ def test_apply_gpu_every_fold_tile_matches_float64(m, n, k, group_size):
 
 
 # Tiles written by TMA (hip/dispatch.h, fold_tile: every 2-warpgroup tile, 161-256 tokens per chunk;
-# 97-160 with 2 warpgroups for k <= 2048, 129-160 beyond where 128-row tiles fill the SMs' last round
-# better (fold_tile_rows: 150 tokens on 2048 x 4096); every tile from 32 tokens for k <= 1024, 17-32 tokens
-# too there: 20 of 32 at k = 640, 32 at 1024; the 48-token tile at every k: 40 of 48 at k = 5120,
-# 48 at 2304) only where the
-# output's tensor map is granted: n % 8 == 0 and a 16-byte aligned output, so the heads above (odd
-# n) never take them. Here n % 8 == 0: below one 64-row box (24), a last box cut by n (40008, 3000,
-# 20000), whole boxes (2048); m cut inside the last token box (200 of 224, 161 of 192, 24 of 32, 40
-# of 48, 120 of 128, 150 of 160, 700 as 3 x 256) or whole; several tiles per persistent block (40008
-# and 20000 rows). The engine must write every output inside n and m and nothing past them
-# (poisoned output, and poisoned elements after it), and the same bits as the stores from the
-# registers: with REFUSE_OMAP, and with the output 2 bytes off 16-byte alignment, which the driver
-# refuses (through the C entry: radiance.apply refuses such an output before). Which kernel ran is
-# read from the profiler (CUPTI), except under compute-sanitizer, which holds CUPTI itself: there
-# RADIANCE_TEST_NO_PROFILER=1.
+# 97-160 with 2 warpgroups for k <= 2048, 129-160 beyond where 128-row tiles fill the SMs' last
+# round better (fold_tile_rows: 150 tokens on 2048 x 4096); every tile from 32 tokens for k <= 1024,
+# 17-32 tokens too there: 20 of 32 at k = 640, 32 at 1024; the 48-token tile at every k: 40 of 48 at
+# k = 5120, 48 at 2304) only where the output's tensor map is granted: n % 8 == 0 and a 16-byte
+# aligned output, so the heads above (odd n) never take them. Here n % 8 == 0: below one 64-row box
+# (24), a last box cut by n (40008, 3000, 20000), whole boxes (2048); m cut inside the last token
+# box (200 of 224, 161 of 192, 24 of 32, 40 of 48, 120 of 128, 150 of 160, 700 as 3 x 256) or whole;
+# several tiles per persistent block (40008 and 20000 rows). The engine must write every output
+# inside n and m and nothing past them (poisoned output, and poisoned elements after it), and the
+# same bits as the stores from the registers: with REFUSE_OMAP, and with the output 2 bytes off
+# 16-byte alignment, which the driver refuses (through the C entry: radiance.apply refuses such an
+# output before). Which kernel ran is read from the profiler (CUPTI), except under
+# compute-sanitizer, which holds CUPTI itself: there RADIANCE_TEST_NO_PROFILER=1.
 TMA_STORE_CASES = [
     (192, 40008, 640, 128), (200, 40008, 640, 128), (256, 2048, 5120, 128), (161, 3000, 5120, 128),
     (224, 24, 1024, 128), (700, 3000, 1024, 128), (384, 20000, 576, 64), (250, 2048, 1312, 32),
@@ -385,9 +384,11 @@ def expected_fold_tile(m, n, k, sms):
     round of tiles fills the SMs' slots 8 % better than one block's tiles of 192 rows (128 rows at
     128 tokens with k <= 2048), or, with k <= 1024, no more than 1 % worse; the tiles of 64 and 96
     tokens where it fills no worse (5 % better from k = 3584), or, with k <= 1024, no more than 5 %
-    worse; the tile of 128
-    tokens only from 112 tokens, where one block's fill counts the cut of its last round along k,
-    and with k <= 1024 at an equal fill only where one block's tiles take at most 4 rounds."""
+    worse; the tile of 128 tokens only from 112 tokens, where one block's fill counts the cut of its
+    last round along k, and with k <= 1024 at an equal fill only where one block's tiles take at
+    most 4 rounds. One block's tile at 128 tokens has 2 consumer warpgroups where k <= 2048, and
+    beyond where 3's tiles take at most 3 rounds and 2's fill the last round 4 % better
+    (fold_tile_rows)."""
     tokens = fold_chunks_of(m)
     wgs_one = 2 if tokens == 128 and k <= 2048 else 3
     if tokens == 128 and wgs_one == 3:  # fold_tile_rows: 2 where 3's tiles take at most 3 rounds
@@ -417,19 +418,17 @@ def expected_fold_tile(m, n, k, sms):
 # from the registers); 33-48 tokens alike (40 and 48 on the heads of 264 and 528 tiles, 45 on 24000
 # x 4096: not taken). The tiles of 64 and 96 tokens where their own thresholds decide (76168 x 2304
 # at 64 tokens: the fill equal, enough below k = 3584, and 76168 x 4096: not 5 % better from there;
-# 101384 x 1024 at 72: 6 % worse at k <= 1024, more than the 5 % allowed), the 96-token tile at
-# k = 576, whose last step's second
-# half, past k, its four parts skip, and 100 tokens, where the fill would take two blocks but the
-# tile of 128 tokens is taken only from 112; at 128 tokens with k <= 1024 and equal fills, two
-# blocks where one block's tiles take 4 rounds (67576 x 640) and one block where they take 5
-# (84480 x 640). Which tile ran is
-# read from the profiler and must be the rule's, for this GPU's SM count; on an H200 (132 SMs) the
-# cases take both answers. At 112-128 tokens one block's fill counts the cut of its last round along
-# k (fold_fill_one_block): 76040 x 2304 at 128 tokens takes one block of 3 consumer warpgroups, cut;
-# 33784 x 5120 one block of 2, whose 128-row tiles fill its 2 rounds where 3's 192-row ones would
-# leave a third of them idle (fold_tile_rows). The two plans agree bit
-# for bit where they run the same tiles the same way: neither cuts, or both run the one-block tile
-# (a cut adds its parts' sums, which changes the order of additions).
+# 101384 x 1024 at 72: 6 % worse at k <= 1024, more than the 5 % allowed), the 96-token tile at k =
+# 576, whose last step's second half, past k, its four parts skip, and 100 tokens, where the fill
+# would take two blocks but the tile of 128 tokens is taken only from 112; at 128 tokens with k <=
+# 1024 and equal fills, two blocks where one block's tiles take 4 rounds (67576 x 640) and one block
+# where they take 5 (84480 x 640). Which tile ran is read from the profiler and must be the rule's,
+# for this GPU's SM count; on an H200 (132 SMs) the cases take both answers. At 112-128 tokens one
+# block's fill counts the cut of its last round along k (fold_fill_one_block): 76040 x 2304 at 128
+# tokens takes one block of 3 consumer warpgroups, cut; 33784 x 5120 one block of 2, whose 128-row
+# tiles fill its 2 rounds where 3's 192-row ones would leave a third of them idle (fold_tile_rows).
+# The two plans agree bit for bit where they run the same tiles the same way: neither cuts, or both
+# run the one-block tile (a cut adds its parts' sums, which changes the order of additions).
 TWO_PER_SM_CASES = [
     (64, 33784, 2304, 256), (80, 67576, 640, 128), (120, 20000, 576, 64), (128, 33784, 5120, 128),
     (97, 40008, 1376, 32), (64, 24000, 4096, 128), (50, 67576, 1024, 128), (96, 33783, 2304, 256),
@@ -489,9 +488,8 @@ def test_apply_gpu_fold_two_blocks_per_sm_match_float64_and_one_block_bit_for_bi
 # and n % 8 == 0 (written by TMA), 2 and 3 consumer warpgroups, groups 32-256, k = 2048-8192 (2-4
 # parts), two token chunks (280 tokens, two of 160: 3 consumer warpgroups on 16904 rows, 2 on 25352,
 # whose 128-row tiles fill the rounds better: fold_tile_rows), an all-zero row, a bias where m is
-# even. Which
-# kernel ran (read from the profiler) must be the rule's for this GPU's SM count; against float64,
-# with nothing written past the output.
+# even. Which kernel ran (read from the profiler) must be the rule's for this GPU's SM count;
+# against float64, with nothing written past the output.
 CUT_CASES = [
     (128, 26003, 4096, 128), (48, 26003, 4096, 64), (200, 20704, 4096, 128), (280, 16904, 8192, 64),
     (280, 25352, 8192, 64), (64, 25601, 2048, 256), (100, 26881, 5120, 32), (40, 25601, 5376, 128),
