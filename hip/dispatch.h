@@ -534,11 +534,17 @@ inline FoldTile fold_tile(int64_t m, int64_t k)
  * two blocks per SM only written by TMA) */
 inline FoldTile fold_tile_without_tstore(FoldTile w) { return {w.tokens, fold_register_store_wgs(w.tokens), false, 1}; }
 
+/* The folding kernel's tiles of one token chunk over n rows: one per 64 rows a consumer warpgroup */
+constexpr int64_t fold_tiles(int64_t n, int consumer_wgs) { return (n + 64 * consumer_wgs - 1) / (64 * consumer_wgs); }
+
+/* The rounds in which `slots` persistent blocks run `tiles` tiles */
+constexpr int64_t fold_rounds(int64_t tiles, int64_t slots) { return (tiles + slots - 1) / slots; }
+
 /* The share of the persistent blocks' slots the last round of tiles fills, over all rounds:
  * `tiles` tiles dealt to `slots` blocks (1 where they divide evenly) */
 inline double fold_fill(int64_t tiles, int64_t slots)
 {
-    const int64_t rounds = (tiles + slots - 1) / slots;
+    const int64_t rounds = fold_rounds(tiles, slots);
     return rounds > 0 ? (double)tiles / (double)(rounds * slots) : 1.0;
 }
 
@@ -558,16 +564,16 @@ inline double fold_fill(int64_t tiles, int64_t slots)
  * 1.27-2.6 rounds; 49152 x 4096, fills equal, 1.02-1.04): with more rounds the fill no longer
  * tells (128256 x 4096 0.98-1.00, 128256 / 131072 / 102400 / 163840 x 5120 and 256000 x 3584
  * 1.01-1.04, 4-10 rounds). */
-constexpr double kFold160TwoWgMinGain = 1.04;
+constexpr double kFoldTwoWgMinGain = 1.04;
 constexpr int64_t kFold128TwoWgMaxRounds = 3;
 
 inline FoldTile fold_tile_rows(const Call &c, FoldTile w, int64_t sms)
 {
     if ((w.tokens != 128 && w.tokens != 160) || w.consumer_wgs != 3 || sms < 1) return w;
-    const int64_t chunks = (c.m + 255) / 256, tiles3 = (c.n + 191) / 192 * chunks;
-    if (w.tokens == 128 && (tiles3 + sms - 1) / sms > kFold128TwoWgMaxRounds) return w;
-    const double fill3 = fold_fill(tiles3, sms), fill2 = fold_fill((c.n + 127) / 128 * chunks, sms);
-    return fill2 >= kFold160TwoWgMinGain * fill3 ? FoldTile{w.tokens, 2, true} : w;
+    const int64_t chunks = (c.m + 255) / 256, tiles3 = fold_tiles(c.n, 3) * chunks;
+    if (w.tokens == 128 && fold_rounds(tiles3, sms) > kFold128TwoWgMaxRounds) return w;
+    const double fill3 = fold_fill(tiles3, sms), fill2 = fold_fill(fold_tiles(c.n, 2) * chunks, sms);
+    return fill2 >= kFoldTwoWgMinGain * fill3 ? FoldTile{w.tokens, 2, true} : w;
 }
 
 /* The same for a launch of one block per SM, whose last round fold_tail_parts may cut along k:
@@ -663,7 +669,7 @@ inline FoldTile fold_tile_two_per_sm(const Call &c, FoldTile one, int64_t sms)
     const FoldTile two = one.tokens == 128 ? FoldTile{128, 1, true, 2} : FoldTile{one.tokens, 2, true, 2};
     /* one chunk: a tile per 64 x consumer_wgs rows; at 128 tokens one block's last round cut */
     const auto fill = [&](const FoldTile &w) {
-        const int64_t rows = 64 * w.consumer_wgs, tiles = (c.n + rows - 1) / rows;
+        const int64_t tiles = fold_tiles(c.n, w.consumer_wgs);
         if (w.blocks_per_sm == 2) return fold_fill(tiles, sms * 2);
         return w.tokens == 128 ? fold_fill_one_block(tiles, sms, c.k) : fold_fill(tiles, sms);
     };
@@ -671,8 +677,7 @@ inline FoldTile fold_tile_two_per_sm(const Call &c, FoldTile one, int64_t sms)
     const bool mid = one.tokens == 64 || one.tokens == 96;
     const double mid_gain = c.k >= kFoldLongStepsMinK ? kFoldTwoPerSmMinGain64To96LongK : kFoldTwoPerSmMinGain64To96;
     const bool rises = fill_two >= (mid ? mid_gain : kFoldTwoPerSmMinGain) * fill_one;
-    const int64_t one_tiles = (c.n + 64 * one.consumer_wgs - 1) / (64 * one.consumer_wgs);
-    const bool few_rounds = (one_tiles + sms - 1) / sms <= kFoldTwoPerSm128MaxRounds;
+    const bool few_rounds = fold_rounds(fold_tiles(c.n, one.consumer_wgs), sms) <= kFoldTwoPerSm128MaxRounds;
     const bool holds_small_k =
         c.k <= kFoldTstoreMaxK && (one.tokens != 128 || few_rounds) &&
         fill_two >= (mid ? kFoldTwoPerSmMaxLossSmallK64To96 : kFoldTwoPerSmMaxLossSmallK) * fill_one;
