@@ -576,6 +576,23 @@ inline FoldTile fold_tile_rows(const Call &c, FoldTile w, int64_t sms)
     return fill2 >= kFoldTwoWgMinGain * fill3 ? FoldTile{w.tokens, 2, true} : w;
 }
 
+/* 17-32 tokens with groups of 128 or more where k > kFoldFewTokensMaxK: the folding kernel's
+ * 32-token tile (fold_tile: 3 consumer warpgroups, 192-row tiles) instead of the wgmma pipe kernel
+ * where its tiles fill their last round over the SMs (fold_fill, one block per SM) to at least this.
+ * H100, docs/PERF_LOG.md thirty-second round (calls 7 and 13), one timing loop, the folding tile's
+ * time over the pipe kernel's at 20 / 24 / 32 tokens: the Qwen heads, 792 tiles in 6 whole rounds
+ * of 132 SMs: 152064 x 3584 0.953 / 0.953 / 0.935, 151936 x 4096 0.942 / 0.942 / 0.930, 152064 x
+ * 5120 0.964 / 0.963 / 0.952, 151936 x 5120 0.967 / 0.967 / 0.950, 151936 x 2560 0.943 / 0.938 /
+ * 0.925; fill 0.98-0.99 about equal (248320 x 5120 0.99-1.00, 100000 x 4096 0.99-1.01); fill
+ * 0.84-0.94 9-17 % slower (262144 x 5376, 128256 x 4096, 128256 x 2048). Prepared on branch
+ * fold-32-full-rounds, to be timed on an H200, whose faster memory favours the pipe kernel more. */
+constexpr double kFold32MinFill = 0.99;
+
+inline bool fold_32_fills_rounds(const Call &c, int64_t sms)
+{
+    return c.m > 16 && c.m <= 32 && sms > 0 && fold_fill((c.n + 191) / 192, sms) >= kFold32MinFill;
+}
+
 /* The same for a launch of one block per SM, whose last round fold_tail_parts may cut along k:
  * that round then counts 1 / parts of one. fold_tile_two_per_sm counts it for the tile of 128
  * tokens only: at 33-96 tokens two blocks per SM of 128-row tiles beat one block's tiles of 192
@@ -931,7 +948,8 @@ Dispatch decide(const Call &c, Facts &f, int refuse)
      * split k applies it is not clearly faster: 151936 x 1024 49.0 / 49.4 / 47.8 against 48.0 /
      * 48.9 / 49.9, 131072 x 768 40.4 / 40.8 / 39.2 against 40.0 / 40.6 / 41.2) */
     const bool fold_unsplit = c.m > 8 && c.k <= kFoldFewTokensMaxK && c.k % (2 * c.group) != 0;
-    if ((c.m > 32 || !big_groups || (c.m > 16 && c.k <= kFoldFewTokensMaxK) || fold_unsplit) && fold_ok) {
+    const bool fold_32 = fold_32_fills_rounds(c, f.sm_count());
+    if ((c.m > 32 || !big_groups || (c.m > 16 && c.k <= kFoldFewTokensMaxK) || fold_unsplit || fold_32) && fold_ok) {
         const FoldTile w = fold_tile_rows(c, fold_tile(c.m, c.k), f.sm_count());
         if (plan_wgmma_fold(c, f, fold_tile_two_per_sm(c, w, f.sm_count()), refuse, &p)) return p;
     }

@@ -104,12 +104,16 @@ def dequantize_reference(nibbles, scales, group_size):
     return q * np.repeat(scales.astype(np.float64), group_size, axis=1)
 
 
-def folds_on_hopper(m, k, group_size):
+def folds_on_hopper(m, k, group_size, n, sms):
     """Whether apply rounds each weight to bf16_rne(q * s) before the product on NVIDIA sm_90a
-    (docs/FORMAT.md, "Rounding of apply": "Which calls fold"; hip/dispatch.h, decide): more than 32
-    tokens, 17-32 where k <= 1024, 9-32 where the group is under 128, or 9-16 where k <= 1024 is no
-    multiple of twice the group (no split k)."""
-    return (m > 32 or (m > 16 and k <= 1024) or (m > 8 and group_size < 128)
+    (docs/FORMAT.md, "Rounding of apply": "Which calls fold"; hip/dispatch.h, decide) for a head of
+    n rows on a GPU of sms SMs: more than 32 tokens, 17-32 where k <= 1024 or where n rows make
+    192-row tiles that fill their last round over the SMs to 0.99 (fold_32_fills_rounds), 9-32
+    where the group is under 128, or 9-16 where k <= 1024 is no multiple of twice the group (no
+    split k)."""
+    tiles = -(-n // 192)
+    full_rounds = sms > 0 and tiles / (-(-tiles // sms) * sms) >= 0.99
+    return (m > 32 or (m > 16 and (k <= 1024 or full_rounds)) or (m > 8 and group_size < 128)
             or (m > 8 and k <= 1024 and k % (2 * group_size) != 0))
 
 

@@ -65,13 +65,13 @@ def folded_weights(packed, scales, group_size):
     return radiance.dequantize(packed, scales, group_size).astype(BF16).astype(np.float64)
 
 
-def folds(m, k, group_size, flags=0):
+def folds(m, n, k, group_size, flags=0):
     """Whether the planner folds the scale into the weights for this call (hip/dispatch.h, decide;
-    docs/FORMAT.md says which calls fold): sm_90 with its wgmma kernels and tensor maps, more than
-    32 tokens, 17-32 where k <= 1024, or 9-32 where the group is under 128."""
+    docs/FORMAT.md says which calls fold): sm_90 with its wgmma kernels and tensor maps, and
+    reference.folds_on_hopper for this GPU's SM count."""
     if torch.cuda.get_device_capability() != (9, 0) or flags & (NO_MMA | NO_WGMMA | REFUSE_XMAP | REFUSE_WMAP):
         return False
-    return folds_on_hopper(m, k, group_size)
+    return folds_on_hopper(m, k, group_size, n, torch.cuda.get_device_properties(DEV).multi_processor_count)
 
 
 def excess_over_bound(got, x, packed, scales, group_size, bias, floor=1e-6, folded=False):
@@ -139,7 +139,7 @@ def test_apply_gpu_matches_float64(m, k, group_size):
     torch.cuda.synchronize()
     got = to_numpy(y).astype(np.float64)
     assert np.isfinite(got).all(), f"unwritten outputs (seed {seed})"
-    assert_within_bf16_of_float64(got, x, packed, scales, group_size, bias, seed, folded=folds(m, k, group_size))
+    assert_within_bf16_of_float64(got, x, packed, scales, group_size, bias, seed, folded=folds(m, n, k, group_size))
 
 
 def profiled_apply(rng, m, n, k, group_size):
@@ -228,7 +228,7 @@ def test_apply_gpu_register_pipe_matches_float64(m, k, group_size):
         ahead, blocks = (2, 8) if deep else (3, 6)
         assert kernel_template_args(prof, "apply_mma_kernel") == (str(group_size), "1", "1", str(ahead), str(blocks))
     assert np.isfinite(got).all(), f"unwritten outputs (seed {seed})"
-    assert_within_bf16_of_float64(got, x, packed, scales, group_size, bias, seed, folded=folds(m, k, group_size))
+    assert_within_bf16_of_float64(got, x, packed, scales, group_size, bias, seed, folded=folds(m, n, k, group_size))
 
 
 # Every tile the planner picks from 9 tokens (hip/dispatch.h, decide and fold_tile): the split-k
@@ -247,6 +247,27 @@ def test_apply_gpu_register_pipe_matches_float64(m, k, group_size):
 @pytest.mark.parametrize("n, k, group_size", [(40001, 640, 128), (3001, 5120, 128), (1999, 2304, 256)])
 def test_apply_gpu_every_tile_matches_float64(flags, m, n, k, group_size):
     check_flags_against_float64(flags, m, n, k, group_size)
+
+
+# 17-32 tokens with groups of 128 and k > 1024 (hip/dispatch.h, fold_32_fills_rounds): the folding
+# kernel's 32-token tile where its 192-row tiles fill their last round over this GPU's SMs to 0.99
+# (n = 192 rows an SM: one whole round), the wgmma pipe kernel one row later (a second round of one
+# tile). Which kernel ran is read from the profiler; against float64 of the rounding each applies.
+@pytest.mark.parametrize("m", [17, 24, 32])
+@pytest.mark.parametrize("extra_rows", [0, 1])
+def test_apply_gpu_17_to_32_tokens_fold_where_tiles_fill_their_rounds(m, extra_rows):
+    if torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("the folding kernel is sm_90a's")
+    sms = torch.cuda.get_device_properties(DEV).multi_processor_count
+    n, k = 192 * sms + extra_rows, 2304
+    assert folds(m, n, k, 128) == (extra_rows == 0)
+    rng, seed = fresh_rng()
+    x, packed, scales, bias = random_call(rng, m, n, k, 128, m % 2 == 0)
+    prof, got = guarded_apply(x, packed, scales, bias, 128, seed)
+    if os.environ.get("RADIANCE_TEST_NO_PROFILER") != "1":
+        assert (len(fold_launches(prof)) > 0) == (extra_rows == 0), fold_launches(prof)
+    assert np.isfinite(got).all(), f"unwritten outputs (seed {seed})"
+    assert_within_bf16_of_float64(got, x, packed, scales, 128, bias, seed, folded=folds(m, n, k, 128))
 
 
 @pytest.mark.parametrize(
@@ -359,7 +380,7 @@ def test_apply_gpu_tma_store_matches_float64_and_register_store_bit_for_bit(m, n
         outs[name] = to_numpy(out)
     got = outs["tma"].astype(np.float64)
     assert np.isfinite(got).all(), f"unwritten outputs (seed {seed})"
-    assert_within_bf16_of_float64(got, x, packed, scales, group_size, bias, seed, folded=folds(m, k, group_size))
+    assert_within_bf16_of_float64(got, x, packed, scales, group_size, bias, seed, folded=folds(m, n, k, group_size))
     for name in ("registers", "unaligned"):
         np.testing.assert_array_equal(outs[name].view(np.uint16), outs["tma"].view(np.uint16),
                                       err_msg=f"{name} against tma, seed {seed}")
@@ -561,7 +582,7 @@ def test_apply_gpu_hand_made_scales_match_float64(m):
     x = rng.standard_normal((m, k)).astype(BF16)
     got = to_numpy(radiance.apply(to_torch(x), to_torch(packed), to_torch(scales), group_size=group_size))
     assert_within_bf16_of_float64(got, x, packed, scales, group_size, None, seed, floor=1e-30,
-                                  folded=folds(m, k, group_size))
+                                  folded=folds(m, n, k, group_size))
 
 
 def test_apply_gpu_any_m_without_bias_matches_cpu_path():
@@ -634,7 +655,7 @@ def test_c_entry_refuses_scales_off_16_bytes(m):
     apply_c_entry(xt, pt, st, None, 128, out)
     torch.cuda.synchronize()
     got = to_numpy(out).astype(np.float64)
-    assert_within_bf16_of_float64(got, x, packed, scales, 128, None, seed, folded=folds(m, k, 128))
+    assert_within_bf16_of_float64(got, x, packed, scales, 128, None, seed, folded=folds(m, n, k, 128))
 
 
 def test_apply_is_captured_by_cuda_graphs():
@@ -797,7 +818,7 @@ def check_flags_against_float64(flags, m, n, k, group_size):
     got = apply_with_flags(flags, x, packed, scales, bias, group_size, n).astype(np.float64)
     assert np.isfinite(got).all(), f"unwritten outputs (seed {seed})"
     assert_within_bf16_of_float64(got, x, packed, scales, group_size, bias, seed,
-                                  folded=folds(m, k, group_size, flags))
+                                  folded=folds(m, n, k, group_size, flags))
 
 
 @pytest.mark.parametrize(
@@ -842,7 +863,7 @@ def test_apply_gpu_shared_x_matches_float64(flags, m, k, group_size):
     got = apply_with_flags(flags, x, packed, scales, bias, group_size, n).astype(np.float64)
     assert np.isfinite(got).all(), f"unwritten outputs (seed {seed})"
     assert_within_bf16_of_float64(got, x, packed, scales, group_size, bias, seed,
-                                  folded=folds(m, k, group_size, flags))
+                                  folded=folds(m, n, k, group_size, flags))
 
 
 @pytest.mark.parametrize("m", [1, 2, 5, 6])

@@ -375,6 +375,7 @@ def check_apply(L, rng, torch, failures, big=False, only="", skip=""):
     from reference import folds_on_hopper
     stream = torch.cuda.current_stream().cuda_stream
     hopper = torch.cuda.get_device_capability() == (9, 0)
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
     # 270: split256's second call of 14 tokens folds only for groups under 128
     ms = (1, 2, 3, 5, 8, 16, 17, 33, 64, 100, 256, 270, 300)
     cases = []
@@ -453,7 +454,7 @@ def check_apply(L, rng, torch, failures, big=False, only="", skip=""):
                     refs[folded] = apply_reference(x64, q, s, group, b64, folded=folded)
                 return refs[folded]
             # the folding kernel's variants, and the automatic plan where it folds
-            auto_folds = hopper and folds_on_hopper(m, k, group)
+            auto_folds = hopper and folds_on_hopper(m, k, group, n, sms)
             xt = torch.from_numpy(xb.view(np.int16)).cuda()
             bt = None if bb is None else torch.from_numpy(bb.view(np.int16)).cuda()
             for vname, v in variants:
@@ -480,7 +481,8 @@ def check_apply(L, rng, torch, failures, big=False, only="", skip=""):
                 ref = reference(fold)
                 first = m // 256 * 256
                 if vname == "split256" and 0 < first < m:  # two calls, each folding by its own count
-                    head, rest = (reference(hopper and folds_on_hopper(c, k, group)) for c in (first, m - first))
+                    head, rest = (reference(hopper and folds_on_hopper(c, k, group, n, sms))
+                                  for c in (first, m - first))
                     ref = tuple(np.concatenate([h[:first], r[first:]]) for h, r in zip(head, rest))
                 if compare_apply(out.cpu().numpy().view(np.uint16), *ref, tag, failures):
                     n_ok += 1
