@@ -6,7 +6,8 @@
 # 1. ab.log: main's benchmark build against itself with the 32-token tiles as variants of B, at
 #    20-32 tokens on the Qwen heads (151936 / 152064 rows: the rule takes them) and on heads it
 #    leaves (248320 x 5120, 100000 x 4096, 262144 x 5376, 128256 x 4096);
-# 2. t/: the branch's library, the tests of 17-32 tokens and of every tile, memcheck of the new one.
+# 2. t/: the branch's library, the tests of 17-32 tokens and of every tile, memcheck of the new
+#    test's folding case (its ids: [extra_rows-m]).
 # Carry .carry/o_lib.tar.xz (main's `make_carries.sh bench`, renamed), python/radiance/_C.abi3.so
 # built on this branch (`make_carries.sh library`) and .carry/whl. Take the branch where the
 # folding tile leads on the Qwen heads and is within 1 % on the others; else delete it.
@@ -17,4 +18,4 @@ logged ab 150 python3 benchmarks/harness/ab_time.py --a build/B/lib.so --b build
     --heads 151936x5120,151936x4096,152064x3584,151936x2560,248320x5120,100000x4096,262144x5376,128256x4096 \
     --m 20,24,32 --b-variants fold3x32,fold3x32t --fastest
 OUT=$OUT/t TESTS_K="17_to_32 or every_tile or every_fold_tile" bash benchmarks/harness/library_call.sh tests \
-    "17_to_32 and 32-"
+    "17_to_32 and 0-32"
