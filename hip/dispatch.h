@@ -590,7 +590,7 @@ constexpr double kFold32MinFill = 0.99;
 
 inline bool fold_32_fills_rounds(const Call &c, int64_t sms)
 {
-    return c.m > 16 && c.m <= 32 && sms > 0 && fold_fill((c.n + 191) / 192, sms) >= kFold32MinFill;
+    return c.m > 16 && c.m <= 32 && sms > 0 && fold_fill(fold_tiles(c.n, 3), sms) >= kFold32MinFill;
 }
 
 /* The same for a launch of one block per SM, whose last round fold_tail_parts may cut along k:
