@@ -584,8 +584,11 @@ inline FoldTile fold_tile_rows(const Call &c, FoldTile w, int64_t sms)
  * of 132 SMs: 152064 x 3584 0.953 / 0.953 / 0.935, 151936 x 4096 0.942 / 0.942 / 0.930, 152064 x
  * 5120 0.964 / 0.963 / 0.952, 151936 x 5120 0.967 / 0.967 / 0.950, 151936 x 2560 0.943 / 0.938 /
  * 0.925; fill 0.98-0.99 about equal (248320 x 5120 0.99-1.00, 100000 x 4096 0.99-1.01); fill
- * 0.84-0.94 9-17 % slower (262144 x 5376, 128256 x 4096, 128256 x 2048). Prepared on branch
- * fold-32-full-rounds, to be timed on an H200, whose faster memory favours the pipe kernel more. */
+ * 0.84-0.94 9-17 % slower (262144 x 5376, 128256 x 4096, 128256 x 2048). On an H200 (thirty-third
+ * round, call 1), the same loop: 151936 x 5120 0.964 / 0.969 / 0.962, 151936 x 4096 0.955 / 0.958 /
+ * 0.949, 152064 x 3584 0.961 / 0.964 / 0.952, 151936 x 2560 0.945 / 0.945 / 0.930; 248320 x 5120
+ * 0.99-1.01, 100000 x 4096 1.03-1.04, 262144 x 5376 1.09-1.11, 128256 x 4096 1.12-1.13 (all four
+ * below the fill, so left to the pipe kernel). */
 constexpr double kFold32MinFill = 0.99;
 
 inline bool fold_32_fills_rounds(const Call &c, int64_t sms)
