@@ -111,8 +111,7 @@ def folds_on_hopper(m, k, group_size, n, sms):
     192-row tiles that fill their last round over the SMs to 0.99 (fold_32_fills_rounds), 9-32
     where the group is under 128, or 9-16 where k <= 1024 is no multiple of twice the group (no
     split k)."""
-    tiles = -(-n // 192)
-    full_rounds = sms > 0 and tiles / (-(-tiles // sms) * sms) >= 0.99
+    full_rounds = sms > 0 and fold_fill(-(-n // 192), sms) >= 0.99
     return (m > 32 or (m > 16 and (k <= 1024 or full_rounds)) or (m > 8 and group_size < 128)
             or (m > 8 and k <= 1024 and k % (2 * group_size) != 0))
 
@@ -123,6 +122,12 @@ def fold_chunks_of(m):
     chunks = -(-m // 256)
     per = -(-m // chunks)
     return 16 if per <= 16 else 32 if per <= 32 else 48 if per <= 48 else -(-per // 32) * 32
+
+
+def fold_fill(tiles, slots):
+    """The share of the persistent blocks' slots that `tiles` tiles dealt to `slots` blocks fill over
+    all their rounds, as hip/dispatch.h computes it (fold_fill): 1 where they divide evenly."""
+    return tiles / (-(-tiles // slots) * slots)
 
 
 def fold_tail_parts(tiles, slots, k):

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 import radiance
-from reference import apply_reference, expected_fold_launches, fold_chunks_of, fold_tail_parts, folds_on_hopper
+from reference import (apply_reference, expected_fold_launches, fold_chunks_of, fold_fill, fold_tail_parts,
+                       folds_on_hopper)
 
 torch = pytest.importorskip("torch")
 from torch_helpers import fresh_rng, to_numpy, to_torch  # noqa: E402  (needs torch)
@@ -384,11 +385,6 @@ def test_apply_gpu_tma_store_matches_float64_and_register_store_bit_for_bit(m, n
     for name in ("registers", "unaligned"):
         np.testing.assert_array_equal(outs[name].view(np.uint16), outs["tma"].view(np.uint16),
                                       err_msg=f"{name} against tma, seed {seed}")
-
-
-def fold_fill(tiles, slots):
-    rounds = -(-tiles // slots)
-    return tiles / (rounds * slots)
 
 
 def fold_fill_one_block(tiles, slots, k):
