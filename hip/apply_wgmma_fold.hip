@@ -29,9 +29,9 @@
  * consumers write a tile out, so heads with few steps per row (k <= 1024) keep the ring full
  * across tiles. Where the last round of tiles would leave half of the blocks or more idle (one
  * block per SM, dispatch.h fold_tail_parts), that round's tiles are cut along k into units that a
- * second launch runs, one block each (CUT below). The planner (dispatch.h, fold_tile) splits the
- * tokens into equal chunks of at most 256, each rounded up to 16, 32, 48 or a multiple of 32, so no
- * token count wastes more than 31 tokens per chunk.
+ * second launch runs, one block each, a tile's units one cluster (CUT below). The planner
+ * (dispatch.h, fold_tile) splits the tokens into equal chunks of at most 256, each rounded up to
+ * 16, 32, 48 or a multiple of 32, so no token count wastes more than 31 tokens per chunk.
  *
  * What happens between two tiles idles the tensor pipe (both consumer warpgroups work on the same
  * tile), so it is kept short (docs/PERF_LOG.md, 2026-12-02 third session: about 12000 cycles per
@@ -43,6 +43,7 @@
  */
 #include "apply_common.h"
 #include "apply_paths.h"
+#include "apply_plan.h"
 #include "ptx_sm90.h"
 #include "runtime.h"
 
@@ -203,8 +204,7 @@ __device__ __forceinline__ void fold_body(const uint16_t *__restrict__ x, int64_
                                           const uint16_t *__restrict__ scales, const uint16_t *__restrict__ bias,
                                           int64_t n, uint16_t *__restrict__ out, int group_shift, int64_t token_chunks,
                                           int64_t tiles, const rad_tma_desc_t *xmap, const rad_tma_desc_t *wmap,
-                                          const rad_tma_desc_t *omap, int64_t tail0, int tail_parts,
-                                          float *__restrict__ tail_sums, unsigned *__restrict__ tail_count)
+                                          const rad_tma_desc_t *omap, int64_t tail0, int tail_parts)
 {
 #if defined(RAD_HAS_WGMMA)
     using Cfg = FoldCfg<TOKENS, CWG, BLOCKS>;
@@ -225,8 +225,9 @@ __device__ __forceinline__ void fold_body(const uint16_t *__restrict__ x, int64_
     /* CUT: the kernel of the units of a last round cut along k (dispatch.h, fold_tail_parts;
      * launch_fold runs the whole rounds before it in the kernel without CUT, whose `tiles` is then
      * tail0): one block per unit, item tail0 + blockIdx.x of `tiles` (= tail0 + units), item tail0 +
-     * u being unit u % tail_parts of tile tail0 + u / tail_parts, its steps [s0, s1). Without CUT
-     * every item is a whole tile and all of this folds away. */
+     * u being unit u % tail_parts of tile tail0 + u / tail_parts, its steps [s0, s1); the units of a
+     * tile are one cluster of tail_parts blocks, ranked as their parts. Without CUT every item is a
+     * whole tile and all of this folds away. */
     struct Unit {
         int64_t tile;
         int s0, s1, part;
@@ -280,6 +281,11 @@ __device__ __forceinline__ void fold_body(const uint16_t *__restrict__ x, int64_
                     rad_tma_load_2d(st + Cfg::wbytes + TOKENS * 128, xmap, s * 128 + 64, tok0, bar);
                 }
             }
+        }
+        if constexpr (CUT) { /* the consumers' two cluster barriers below: every thread of the block */
+            __syncwarp();
+            rad_cluster_sync();
+            rad_cluster_sync();
         }
         return;
     }
@@ -404,29 +410,40 @@ __device__ __forceinline__ void fold_body(const uint16_t *__restrict__ x, int64_
         if ((!TSTORE || CUT) && lane == 0) release((base0 + ns - 1) % S, 1);
         cur = next;
 
-        /* a unit: its fp32 sums to tail_sums (unit v's at v NA kConsumers floats, register r of
-         * thread tid at r kConsumers + tid), then one count on its tile; the unit that counts last
-         * adds the tile's units, its own among them, in the order of their steps, and writes the
-         * tile as the stores below do */
+        /* a unit: once every warpgroup's wgmmas have read their boxes, its fp32 sums into its own
+         * ring as the tile's tokens x rows (token c at float c kPitch: 4 floats more than the rows,
+         * so that no two lanes of a store share a bank); after the cluster's barrier, unit p adds
+         * tokens [TOKENS p / parts, TOKENS (p + 1) / parts) of every unit of the tile, 4 rows at a
+         * time, in the order of their steps, and writes them; a second barrier keeps each unit's
+         * sums until the others have read them */
         if constexpr (CUT) {
-            const int64_t first = (tile - tail0) * tail_parts; /* the tile's first unit */
-            float *mine = tail_sums + (first + upart) * NA * kConsumers + tid;
-#pragma unroll
-            for (int r = 0; r < NA; r++) __stcg(mine + r * kConsumers, acc[r]);
-            __threadfence();
+            constexpr int kPitch = kRows + 4, kQuads = kRows / 4;
+            static_assert(TOKENS * kPitch * 4 <= S * Cfg::stage_bytes, "a unit's fp32 sums fit in its ring");
+            float *sums = (float *)smem;
             rad_named_barrier_sync<1, kConsumers>();
-            bool last = false;
-            if (tid == 0) last = atomicAdd(tail_count + (tile - tail0), 1u) == (unsigned)tail_parts - 1u;
-            if (!rad_named_barrier_or<1, kConsumers>(last)) continue;
-            __threadfence();
-            const float *sum = tail_sums + first * NA * kConsumers + tid;
 #pragma unroll
-            for (int r = 0; r < NA; r++) acc[r] = __ldcg(sum + r * kConsumers);
-            for (int v = 1; v < tail_parts; v++) {
-                sum += NA * kConsumers;
+            for (int r = 0; r < NA; r++) /* acc[4 j + 2 hi + e]: token 8 j + 2 t + e, row local0 + 8 hi */
+                sums[(8 * (r >> 2) + 2 * t + (r & 1)) * kPitch + local0 + 8 * ((r >> 1) & 1)] = acc[r];
+            rad_cluster_sync();
+            const unsigned base = (unsigned)__cvta_generic_to_shared(smem);
+            const int c_end = TOKENS * (upart + 1) / tail_parts * kQuads;
+            for (int c = TOKENS * upart / tail_parts * kQuads + tid; c < c_end; c += kConsumers) {
+                const int tk = c / kQuads, q = c - tk * kQuads;
+                const unsigned at = base + 4u * (unsigned)(tk * kPitch + 4 * q);
+                float4 sum = rad_cluster_load_f32x4(rad_cluster_map(at, 0));
+                for (int v = 1; v < tail_parts; v++) {
+                    const float4 o = rad_cluster_load_f32x4(rad_cluster_map(at, (unsigned)v));
+                    sum.x += o.x, sum.y += o.y, sum.z += o.z, sum.w += o.w;
+                }
+                const int64_t tok = tok0 + tk, row = rbase_of(tile) + 4 * q;
+                const float v4[4] = {sum.x, sum.y, sum.z, sum.w};
 #pragma unroll
-                for (int r = 0; r < NA; r++) acc[r] += __ldcg(sum + r * kConsumers);
+                for (int i = 0; i < 4; i++)
+                    if (tok < m && row + i < n)
+                        out[tok * n + row + i] =
+                            rad_float_to_bf16_rne(v4[i] + (bias != NULL ? rad_bf16_to_float(bias[row + i]) : -0.0f));
             }
+            rad_cluster_sync();
         }
 
         if constexpr (TSTORE && !CUT) {
@@ -463,8 +480,9 @@ __device__ __forceinline__ void fold_body(const uint16_t *__restrict__ x, int64_
         /* acc[4 j + 2 hi + e]: row row0 + 8 hi, token tok0 + 8 j + 2 t + e. A tile inside n and
          * m (all but the last row block and token chunk) stores without a test, each pair of
          * tokens converted by one cvt (round to nearest even, as rad_float_to_bf16_rne; a NaN
-         * comes out as the canonical quiet NaN) */
-        if (rbase_of(tile) + kRows <= n && tok0 + TOKENS <= m) {
+         * comes out as the canonical quiet NaN); a unit wrote its share above */
+        if (CUT) {
+        } else if (rbase_of(tile) + kRows <= n && tok0 + TOKENS <= m) {
             uint16_t *p = out + (tok0 + 2 * t) * n + row0;
 #pragma unroll
             for (int j = 0; j < TOKENS / 8; j++, p += 8 * n) {
@@ -495,15 +513,15 @@ apply_wgmma_fold_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, co
                         const uint16_t *__restrict__ bias, int64_t n, uint16_t *__restrict__ out, int group_shift,
                         int64_t token_chunks, int64_t tiles, const RAD_GRID_CONSTANT rad_tma_desc_t xmap,
                         const RAD_GRID_CONSTANT rad_tma_desc_t wmap, const RAD_GRID_CONSTANT rad_tma_desc_t omap,
-                        int64_t tail0, int tail_parts, float *__restrict__ tail_sums, unsigned *__restrict__ tail_count)
+                        int64_t tail0, int tail_parts)
 {
     fold_body<TOKENS, CWG, TSTORE, BLOCKS, CUT>(x, m, k, scales, bias, n, out, group_shift, token_chunks, tiles, &xmap,
-                                                &wmap, &omap, tail0, tail_parts, tail_sums, tail_count);
+                                                &wmap, &omap, tail0, tail_parts);
 }
 
 using FoldKernel = void (*)(const uint16_t *, int64_t, int64_t, const uint16_t *, const uint16_t *, int64_t,
                             uint16_t *, int, int64_t, int64_t, const rad_tma_desc_t, const rad_tma_desc_t,
-                            const rad_tma_desc_t, int64_t, int, float *, unsigned *);
+                            const rad_tma_desc_t, int64_t, int);
 
 /* Which kernels of a tile this build holds: with the TMA store where fold_tile (dispatch.h) may take
  * it (every tile of two blocks per SM); with the stores from the registers where
@@ -570,6 +588,25 @@ int fold_blocks_per_sm(void)
     return fit < 1 ? 1 : fit > BLOCKS ? BLOCKS : fit;
 }
 
+/* How many clusters of `parts` blocks of a tile's units' kernel the current device runs at once (0
+ * where the runtime cannot say), looked up once per device and parts: the units' kernels of a tile
+ * written by TMA or not take the same threads and shared memory. */
+template <int TOKENS, int CWG, int BLOCKS>
+int fold_units_at_once(FoldKernel units, int parts)
+{
+    using Cfg = FoldCfg<TOKENS, CWG, BLOCKS>;
+    static std::atomic<int> cache[64][kFoldTailMaxParts + 1]; /* answer + 1; 0: not looked up */
+    int dev = 0;
+    if (rad_get_device(&dev) != RAD_SUCCESS || dev < 0 || dev >= 64 || parts > kFoldTailMaxParts)
+        return rad_max_active_clusters((const void *)units, Cfg::threads, Cfg::smem, (unsigned)parts);
+    int entry = cache[dev][parts].load(std::memory_order_relaxed);
+    if (entry == 0) {
+        entry = rad_max_active_clusters((const void *)units, Cfg::threads, Cfg::smem, (unsigned)parts) + 1;
+        cache[dev][parts].store(entry, std::memory_order_relaxed);
+    }
+    return entry - 1;
+}
+
 template <int TOKENS, int CWG, int BLOCKS>
 rad_error_t launch_fold(const ApplyArgs &a, const ApplyPlan &p)
 {
@@ -593,50 +630,43 @@ rad_error_t launch_fold(const ApplyArgs &a, const ApplyPlan &p)
     const int64_t blocks = slots < tiles ? slots : tiles;
     /* a last round that would leave half of the blocks or more idle, with one block per SM: the
      * whole rounds as one launch, then its tiles cut along k as a second launch of one block per
-     * unit (the kernel with CUT), their sums in stream-ordered scratch (given back after the
-     * launches), the counts zeroed first; where the scratch is refused, one launch uncut */
+     * unit (the kernel with CUT), each tile's units one cluster, in fewer parts where the device
+     * cannot run all the tiles' clusters at once (H100: 22 clusters of 5 such blocks, 15 of 8);
+     * where the runtime refuses the clusters, that launch runs each tile whole (one unit, clusters
+     * of one block) */
     int parts = BLOCKS == 1 ? fold_tail_parts(tiles, slots, a.k) : 1;
-    void *scratch = NULL;
-    float *sums = NULL;
-    unsigned *count = NULL;
     const int64_t rest = tiles % slots;
-    if (parts > 1) {
-        const size_t sum_bytes = (size_t)(rest * parts) * Cfg::rows * TOKENS * sizeof(float);
-        if (rad_malloc_async(&scratch, sum_bytes + (size_t)rest * sizeof(unsigned), a.stream) == RAD_SUCCESS) {
-            sums = (float *)scratch;
-            count = (unsigned *)((char *)scratch + sum_bytes);
-            if (rad_memset_async(count, 0, (size_t)rest * sizeof(unsigned), a.stream) != RAD_SUCCESS) {
-                (void)rad_get_last_error();
-                parts = 1;
-            }
-        } else {
-            (void)rad_get_last_error();
-            scratch = NULL;
-            parts = 1;
-        }
+    const FoldKernel units = parts > 1 ? fold_kernel<TOKENS, CWG, BLOCKS>(p.fold_tstore, true) : NULL;
+    if (parts > 1 && (units == NULL || rad_func_set_max_dynamic_smem(units, Cfg::smem) != RAD_SUCCESS)) {
+        (void)rad_get_last_error();
+        parts = 1;
     }
+    while (parts > 1 && fold_units_at_once<TOKENS, CWG, BLOCKS>(units, parts) < rest) parts--;
     const int64_t tail0 = parts > 1 ? tiles - rest : tiles; /* the tiles of the first launch */
     const FoldKernel kernel = fold_kernel<TOKENS, CWG, BLOCKS>(p.fold_tstore);
     rad_error_t err = rad_func_set_max_dynamic_smem(kernel, Cfg::smem);
     if (err == RAD_SUCCESS) {
         kernel<<<(unsigned)blocks, Cfg::threads, Cfg::smem, a.stream>>>(a.x, a.m, a.k, a.scales, a.bias, a.n, a.out,
                                                                         group_shift, chunks, tail0, p.xmap, p.wmap,
-                                                                        p.omap, tail0, 1, NULL, NULL);
+                                                                        p.omap, tail0, 1);
         err = rad_get_last_error();
     }
-    if (err == RAD_SUCCESS && parts > 1) {
-        const FoldKernel units = fold_kernel<TOKENS, CWG, BLOCKS>(p.fold_tstore, true);
-        err = units == NULL ? (rad_error_t)RADIANCE_GPU_EINVAL : rad_func_set_max_dynamic_smem(units, Cfg::smem);
-        if (err == RAD_SUCCESS) {
-            units<<<(unsigned)(rest * parts), Cfg::threads, Cfg::smem, a.stream>>>(
-                a.x, a.m, a.k, a.scales, a.bias, a.n, a.out, group_shift, chunks, tail0 + rest * parts, p.xmap, p.wmap,
-                p.omap, tail0, parts, sums, count);
-            err = rad_get_last_error();
-        }
-    }
-    if (scratch != NULL) {
-        const rad_error_t free_err = rad_free_async(scratch, a.stream);
-        if (err == RAD_SUCCESS) err = free_err;
+    if (err != RAD_SUCCESS || parts == 1) return err;
+    const bool refused = (test_refuse_flags() & RADIANCE_GPU_TEST_REFUSE_CLUSTERS) != 0;
+    for (int cluster : {parts, 1}) {
+        if (cluster > 1 && refused) continue;
+        const uint16_t *x = a.x, *scales = a.scales, *bias = a.bias;
+        int64_t m = a.m, k = a.k, n = a.n, units_end = tail0 + rest * cluster, first = tail0;
+        uint16_t *out = a.out;
+        int shift = group_shift, tail_parts = cluster;
+        int64_t token_chunks = chunks;
+        rad_tma_desc_t xmap = p.xmap, wmap = p.wmap, omap = p.omap;
+        void *args[] = {&x, &m, &k, &scales, &bias, &n, &out, &shift, &token_chunks, &units_end,
+                        &xmap, &wmap, &omap, &first, &tail_parts};
+        err = rad_launch_clusters((const void *)units, (unsigned)(rest * cluster), Cfg::threads, Cfg::smem,
+                                  (unsigned)cluster, a.stream, args);
+        if (err == RAD_SUCCESS) break;
+        (void)rad_get_last_error();
     }
     return err;
 }

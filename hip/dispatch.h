@@ -494,24 +494,33 @@ constexpr int64_t kFoldLateReleaseMaxK = 1024;
  * block per SM only): a persistent launch of `slots` blocks runs `tiles` tiles in rounds; where the
  * last round would leave at least half of the blocks idle, the whole rounds run as one launch and
  * each tile of the last round as `parts` units over consecutive ranges of its 128-column steps, one
- * block each, in a second launch; the last unit of a tile to finish adds their fp32 sums in the
- * order of the ranges and writes the tile. The answer: parts (2 to kFoldTailMaxParts, each range
- * at least kFoldTailMinSteps steps), or 1 (no cut: one round or fewer, a full last round, or too
- * few steps). H200, docs/PERF_LOG.md twenty-first round, run 78, against main in one timing loop:
- * 128256 x 4096 at 160 tokens 266.6 against 275.4 us (668 tiles of 192 rows, 8 in the last round,
- * cut in four), 262144 x 5376 at 112-160 1 % faster (46 tiles in the last round, two parts), at
- * 40-48 the same; with fold_fill_one_block below, 128256 x 4096 at 112 / 128 226.7 / 228.8 against
- * 255.9 / 230.2 (the 64-row tile of two blocks per SM). The same cut in one kernel with the uncut
- * launch slowed tiles that never cut by up to 7 % (runs 75-77: the code of the unit changed theirs). */
-constexpr int kFoldTailMaxParts = 4;
-constexpr int kFoldTailMinSteps = 8;
+ * block each, in a second launch; a tile's units are one cluster, which adds their fp32 sums in the
+ * order of the ranges through distributed shared memory, each unit a share of the tile's tokens,
+ * and writes them. The answer: parts (2 to kFoldTailMaxParts, each range at least
+ * kFoldTailMinSteps steps, tiles of kFoldTailMinTileSteps steps or more), or 1 (no cut: one round
+ * or fewer, a full last round, or too few steps). H200, docs/PERF_LOG.md twenty-first round, run
+ * 78 (four parts at most, the sums added by the last unit through global memory), against main in
+ * one timing loop: 128256 x 4096 at 160 tokens 266.6 against 275.4 us (668 tiles of 192 rows, 8 in
+ * the last round, cut in four), 262144 x 5376 at 112-160 1 % faster (46 tiles in the last round,
+ * two parts), at 40-48 the same; with fold_fill_one_block below, 128256 x 4096 at 112 / 128 226.7
+ * / 228.8 against 255.9 / 230.2 (the 64-row tile of two blocks per SM). The same cut in one kernel
+ * with the uncut launch slowed tiles that never cut by up to 7 % (runs 75-77: the code of the unit
+ * changed theirs). The units as clusters of up to 8 (the portable cluster size), ranges of 4 steps
+ * or more: docs/PERF_LOG.md thirty-sixth round, run 99, H100, against four units of 8 steps or
+ * more whose last one added the sums from global memory, in one timing loop: 128256 x 4096 at
+ * 100-128 tokens 0.957-0.961 of its time (8 tiles in eight parts, was four), at 384-512 0.984-0.985
+ * (24 tiles in five), 262144 x 5376 at 128-384 0.991-0.992. */
+constexpr int kFoldTailMaxParts = 8;
+constexpr int kFoldTailMinSteps = 4;
+constexpr int kFoldTailMinTileSteps = 16;
 constexpr int fold_tail_parts(int64_t tiles, int64_t slots, int64_t k)
 {
     if (slots < 2 || tiles <= slots || tiles % slots == 0) return 1;
+    const int64_t steps = (k + 127) / 128;
+    if (steps < kFoldTailMinTileSteps) return 1;
     int64_t parts = slots / (tiles % slots);
     if (parts > kFoldTailMaxParts) parts = kFoldTailMaxParts;
-    const int64_t by_steps = (k + 127) / 128 / kFoldTailMinSteps;
-    if (parts > by_steps) parts = by_steps;
+    if (parts > steps / kFoldTailMinSteps) parts = steps / kFoldTailMinSteps;
     return parts < 2 ? 1 : (int)parts;
 }
 
@@ -557,7 +566,7 @@ inline double fold_fill(int64_t tiles, int64_t slots)
  * 0.95-0.97) 0.97-0.98, 102400 x 5120 (0.81 / 0.87) 0.99, 163840 x 5120 (0.92 / 0.97) 0.98; not
  * taken: 256000 x 3584 (0.92 / 0.95) 0.99, 262144 x 5376 (0.94 / 0.97) 1.03, 248320 x 5120 (0.98 /
  * 0.98) 1.02-1.03, 151936 x 5120 (1.00 / 1.00) 1.02-1.03. The cut of 3 warpgroups' last round
- * (fold_tail_parts) does not make up for its fill: 128256 x 4096 cuts its 8 tiles in four. The
+ * (fold_tail_parts) did not make up for its fill: 128256 x 4096 cut its 8 tiles in four. The
  * 128-token tile (97-128 tokens) likewise, but only where 3 warpgroups' tiles take at most
  * kFold128TwoWgMaxRounds rounds (run 96, calls 9 and 11, at 100-128 tokens: 32000 x 4096 0.78,
  * 32768 x 4096 0.78-0.80, 32000 x 5120 0.82-0.85, 65536 x 4096 0.87-0.98, 65536 x 5120 0.98-0.99,

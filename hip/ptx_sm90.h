@@ -245,12 +245,12 @@ __device__ __forceinline__ void rad_wgmma_rs(float (&d)[112], const uint32_t a[4
 #endif
 
 /* Thread-block clusters (sm_90, no 'a' needed): the block's rank in its cluster, the cluster
- * barrier, a shared-memory address of this block mapped to another block of the cluster, a 16-byte
- * store there that completes on that block's mbarrier, and the mbarrier operations whose other side
- * is in the other block (init, an arrival on another block's barrier, and a wait that acquires
- * what the other block's writes released). Addresses are shared-window addresses
- * (__cvta_generic_to_shared; mapped ones in the cluster window). RAD_HAS_CLUSTER says whether the
- * current device pass has them. */
+ * barrier, a shared-memory address of this block mapped to another block of the cluster, a load
+ * from such an address, a 16-byte store there that completes on that block's mbarrier, and the
+ * mbarrier operations whose other side is in the other block (init, an arrival on another block's
+ * barrier, and a wait that acquires what the other block's writes released). Addresses are
+ * shared-window addresses (__cvta_generic_to_shared; mapped ones in the cluster window).
+ * RAD_HAS_CLUSTER says whether the current device pass has them. */
 #if defined(RAD_CUDA) && defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900)
 #define RAD_HAS_CLUSTER 1
 __device__ __forceinline__ unsigned rad_cluster_ctarank()
@@ -268,6 +268,16 @@ __device__ __forceinline__ unsigned rad_cluster_map(unsigned smem, unsigned rank
     unsigned r;
     asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(smem), "r"(rank));
     return r;
+}
+/* 16 bytes from the shared memory of a block of the cluster (a mapped address, 16-byte aligned);
+ * volatile, so that it stays after the cluster barrier before it */
+__device__ __forceinline__ float4 rad_cluster_load_f32x4(unsigned cluster_addr)
+{
+    float4 v;
+    asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];"
+                 : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+                 : "r"(cluster_addr));
+    return v;
 }
 /* 16 bytes into another block's shared memory, completing 16 bytes of transactions on its barrier
  * cluster_bar (st.async: no fence needed before that block may read them once the barrier's phase

@@ -134,11 +134,13 @@ def fold_tail_parts(tiles, slots, k):
     """The parts the folding kernel cuts each tile of its last round in along k, as hip/dispatch.h
     states its rule (fold_tail_parts; one block per SM only): where there are more tiles than
     blocks and the last round would leave at least half of the blocks idle, blocks // (tiles in that
-    round), at most 4 and at most k's steps of 128 columns // 8; else 1 (no cut)."""
+    round), at most 8 and at most k's steps of 128 columns // 4, where a tile has 16 steps or more;
+    else 1 (no cut)."""
     rest = tiles % slots if slots > 0 else 0
-    if slots < 2 or tiles <= slots or rest == 0:
+    steps = -(-k // 128)
+    if slots < 2 or tiles <= slots or rest == 0 or steps < 16:
         return 1
-    parts = min(slots // rest, 4, -(-k // 128) // 8)
+    parts = min(slots // rest, 8, steps // 4)
     return parts if parts >= 2 else 1
 
 

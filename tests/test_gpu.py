@@ -499,17 +499,20 @@ def test_apply_gpu_fold_two_blocks_per_sm_match_float64_and_one_block_bit_for_bi
 
 # The folding kernel's last round cut along k (hip/dispatch.h, fold_tail_parts): more tiles than
 # blocks, the last round at most half full, one block per SM. The whole rounds run as one launch;
-# then each tile of the last round as 2-4 units over ranges of its steps, one block each, in a
-# second launch, and the last unit of a tile to finish adds their fp32 sums and writes it. Heads
-# chosen for an H200's 132 SMs (every case cuts there): odd n (the tiles stored from the registers)
-# and n % 8 == 0 (written by TMA), 2 and 3 consumer warpgroups, groups 32-256, k = 2048-8192 (2-4
-# parts), two token chunks (280 tokens, two of 160: 3 consumer warpgroups on 16904 rows, 2 on 25352,
-# whose 128-row tiles fill the rounds better: fold_tile_rows), an all-zero row, a bias where m is
-# even. Which kernel ran (read from the profiler) must be the rule's for this GPU's SM count;
-# against float64, with nothing written past the output.
+# then each tile of the last round as 2-8 units over ranges of its steps, one block each, in a
+# second launch, the units of a tile one cluster that adds their fp32 sums through distributed
+# shared memory, each unit a share of the tile's tokens. Heads chosen for an H200's 132 SMs
+# (every case cuts there): odd n (the tiles stored from the registers) and n % 8 == 0 (written by
+# TMA), 2 and 3 consumer warpgroups, groups 32-256, k = 2048-8192, every count of parts from 2 to 8
+# (3, 5 and 7 share the tokens unevenly), two token chunks (280 tokens, two of 160: 3 consumer
+# warpgroups on 16904 rows, 2 on 25352, whose 128-row tiles fill the rounds better:
+# fold_tile_rows), an all-zero row, a bias where m is even. Which kernel ran (read from the
+# profiler) must be the rule's for this GPU's SM count; against float64, with nothing written past
+# the output.
 CUT_CASES = [
     (128, 26003, 4096, 128), (48, 26003, 4096, 64), (200, 20704, 4096, 128), (280, 16904, 8192, 64),
     (280, 25352, 8192, 64), (64, 25601, 2048, 256), (100, 26881, 5120, 32), (40, 25601, 5376, 128),
+    (100, 32975, 4096, 128), (96, 29853, 4096, 64), (128, 29177, 4096, 256), (48, 28417, 4096, 128),
 ]
 
 
@@ -529,6 +532,25 @@ def test_apply_gpu_fold_last_round_cut_along_k_matches_float64(m, n, k, group_si
             assert cut and tstore == (n % 8 == 0 and (wgs == 2 or tokens == 48)), (tokens, wgs, tstore, blocks)
     assert np.isfinite(got).all(), f"unwritten outputs (seed {seed})"
     assert (got[:, n // 3] == (0.0 if bias is None else float(bias[n // 3]))).all(), f"zero row (seed {seed})"
+    assert_within_bf16_of_float64(got, x, packed, scales, group_size, bias, seed, folded=True)
+
+
+# Where the runtime cannot place the units' clusters (REFUSE_CLUSTERS), the second launch runs each
+# tile of the last round whole, one block each: still against float64, nothing written past the
+# output (8 and 5 parts refused; 5376 x 48 tokens: 8).
+@pytest.mark.parametrize("m, n, k, group_size",
+                         [(128, 26003, 4096, 128), (96, 29853, 4096, 64), (40, 25601, 5376, 128)])
+def test_apply_gpu_fold_cut_round_without_clusters_matches_float64(m, n, k, group_size):
+    if torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("the folding kernel is sm_90a's")
+    rng, seed = fresh_rng()
+    x, packed, scales, bias = random_call(rng, m, n, k, group_size, m % 2 == 0, zero_row=n // 2)
+    with planner_refuses(REFUSE_CLUSTERS):
+        prof, got = guarded_apply(x, packed, scales, bias, group_size, seed)
+    if os.environ.get("RADIANCE_TEST_NO_PROFILER") != "1":
+        assert len(fold_launches(prof)) == 2 and fold_launches(prof)[1][4], fold_launches(prof)
+    assert np.isfinite(got).all(), f"unwritten outputs (seed {seed})"
+    assert (got[:, n // 2] == (0.0 if bias is None else float(bias[n // 2]))).all(), f"zero row (seed {seed})"
     assert_within_bf16_of_float64(got, x, packed, scales, group_size, bias, seed, folded=True)
 
 
@@ -771,7 +793,7 @@ def test_quantize_act_gpu_torch_op_and_errors():
 # Fallback paths an H200 takes only when the device or the driver refuses something: the test hook
 # radiance_gpu_test_refuse (csrc/include/radiance/radiance_gpu.h, exported by radiance._C) makes the apply planner
 # act as if it had, so that every kernel of the library runs here against float64.
-NO_MMA, NO_WGMMA, REFUSE_XMAP, REFUSE_WMAP, REFUSE_OMAP = 1, 2, 4, 8, 2048
+NO_MMA, NO_WGMMA, REFUSE_XMAP, REFUSE_WMAP, REFUSE_OMAP, REFUSE_CLUSTERS = 1, 2, 4, 8, 2048, 4096
 
 
 def planner_refuses(flags):

@@ -99,6 +99,9 @@ int radiance_gpu_apply(const uint16_t *x, int64_t m, int64_t k, const int32_t *p
 /* The output's tensor map refused (as for an output not 16-byte aligned or n % 8 != 0): the
  * folding kernel writes its tiles from the registers. */
 #define RADIANCE_GPU_TEST_REFUSE_OMAP 2048
+/* The folding kernel's clusters refused (as where the runtime cannot place one): the units of a
+ * last round cut along k run as whole tiles, one block each. */
+#define RADIANCE_GPU_TEST_REFUSE_CLUSTERS 4096
 /* Setting the flags also forgets every device's WMMA and MFMA self-check results, so that a test
  * sees the first use again (and RADIANCE_AMD_WMMA / RADIANCE_AMD_MFMA are read again). */
 int radiance_gpu_test_refuse(int flags);
