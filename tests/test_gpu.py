@@ -506,13 +506,15 @@ def test_apply_gpu_fold_two_blocks_per_sm_match_float64_and_one_block_bit_for_bi
 # TMA), 2 and 3 consumer warpgroups, groups 32-256, k = 2048-8192, every count of parts from 2 to 8
 # (3, 5 and 7 share the tokens unevenly), two token chunks (280 tokens, two of 160: 3 consumer
 # warpgroups on 16904 rows, 2 on 25352, whose 128-row tiles fill the rounds better:
-# fold_tile_rows), an all-zero row, a bias where m is even. Which kernel ran (read from the
+# fold_tile_rows), 384 and 500 tokens (two chunks of 192 and of 256, 12 of them past m, in eight
+# parts), an all-zero row, a bias where m is even. Which kernel ran (read from the
 # profiler) must be the rule's for this GPU's SM count; against float64, with nothing written past
 # the output.
 CUT_CASES = [
     (128, 26003, 4096, 128), (48, 26003, 4096, 64), (200, 20704, 4096, 128), (280, 16904, 8192, 64),
     (280, 25352, 8192, 64), (64, 25601, 2048, 256), (100, 26881, 5120, 32), (40, 25601, 5376, 128),
     (100, 32975, 4096, 128), (96, 29853, 4096, 64), (128, 29177, 4096, 256), (48, 28417, 4096, 128),
+    (384, 8955, 4096, 128), (500, 8963, 4096, 64),
 ]
 
 
