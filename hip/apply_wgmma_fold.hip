@@ -588,23 +588,15 @@ int fold_blocks_per_sm(void)
     return fit < 1 ? 1 : fit > BLOCKS ? BLOCKS : fit;
 }
 
-/* How many clusters of `parts` blocks of a tile's units' kernel the current device runs at once (0
- * where the runtime cannot say), looked up once per device and parts: the units' kernels of a tile
- * written by TMA or not take the same threads and shared memory. */
-template <int TOKENS, int CWG, int BLOCKS>
-int fold_units_at_once(FoldKernel units, int parts)
+/* How many clusters of `parts` blocks of a tile's units' kernel (written by TMA or not) the current
+ * device runs at once, 0 where the runtime cannot say; looked up once per device and parts
+ * (per_device_cached), after launch_fold has set the kernel's shared memory. */
+template <int TOKENS, int CWG, int BLOCKS, bool TSTORE>
+int fold_units_at_once(int parts)
 {
     using Cfg = FoldCfg<TOKENS, CWG, BLOCKS>;
-    static std::atomic<int> cache[64][kFoldTailMaxParts + 1]; /* answer + 1; 0: not looked up */
-    int dev = 0;
-    if (rad_get_device(&dev) != RAD_SUCCESS || dev < 0 || dev >= 64 || parts > kFoldTailMaxParts)
-        return rad_max_active_clusters((const void *)units, Cfg::threads, Cfg::smem, (unsigned)parts);
-    int entry = cache[dev][parts].load(std::memory_order_relaxed);
-    if (entry == 0) {
-        entry = rad_max_active_clusters((const void *)units, Cfg::threads, Cfg::smem, (unsigned)parts) + 1;
-        cache[dev][parts].store(entry, std::memory_order_relaxed);
-    }
-    return entry - 1;
+    const FoldKernel units = fold_kernel<TOKENS, CWG, BLOCKS>(TSTORE, true);
+    return units == NULL ? 0 : rad_max_active_clusters((const void *)units, Cfg::threads, Cfg::smem, (unsigned)parts);
 }
 
 template <int TOKENS, int CWG, int BLOCKS>
@@ -641,7 +633,12 @@ rad_error_t launch_fold(const ApplyArgs &a, const ApplyPlan &p)
         (void)rad_get_last_error();
         parts = 1;
     }
-    while (parts > 1 && fold_units_at_once<TOKENS, CWG, BLOCKS>(units, parts) < rest) parts--;
+    const auto at_once = [&p](int q) {
+        constexpr int keys = kFoldTailMaxParts + 1;
+        return p.fold_tstore ? per_device_cached<fold_units_at_once<TOKENS, CWG, BLOCKS, true>, keys>(q)
+                             : per_device_cached<fold_units_at_once<TOKENS, CWG, BLOCKS, false>, keys>(q);
+    };
+    while (parts > 1 && at_once(parts) < rest) parts--;
     const int64_t tail0 = parts > 1 ? tiles - rest : tiles; /* the tiles of the first launch */
     const FoldKernel kernel = fold_kernel<TOKENS, CWG, BLOCKS>(p.fold_tstore);
     rad_error_t err = rad_func_set_max_dynamic_smem(kernel, Cfg::smem);

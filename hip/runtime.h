@@ -41,21 +41,35 @@ int rad_func_num_regs(const void *kernel);
  * through its compute_80 code, whose passes lack every sm_90 feature the GPU itself has. */
 int rad_func_ptx_version(const void *kernel);
 
-/* F() for the current device, looked up once per device (F answers >= 0). Threads may race to
- * fill an entry: each computes the same value for the same device, so relaxed atomics suffice (the
- * atomics only make the concurrent reads and writes defined). */
+/* F(key) for the current device, looked up once per device and key in [0, KEYS) (F answers >= 0;
+ * a key out of range is asked of F every time). Threads may race to fill an entry: each computes
+ * the same value for the same device, so relaxed atomics suffice (the atomics only make the
+ * concurrent reads and writes defined). */
+template <int (*F)(int), int KEYS>
+int per_device_cached(int key)
+{
+    static std::atomic<int> cache[64][KEYS];
+    int dev = 0;
+    if (key < 0 || key >= KEYS || rad_get_device(&dev) != RAD_SUCCESS || dev < 0 || dev >= 64) return F(key);
+    int entry = cache[dev][key].load(std::memory_order_relaxed);
+    if (entry == 0) { /* 0: not looked up yet; entries hold F(key) + 1 */
+        entry = F(key) + 1;
+        cache[dev][key].store(entry, std::memory_order_relaxed);
+    }
+    return entry - 1;
+}
+
+template <int (*F)(void)>
+int ignore_key(int)
+{
+    return F();
+}
+
+/* F() for the current device, looked up once per device (F answers >= 0). */
 template <int (*F)(void)>
 int per_device_cached(void)
 {
-    static std::atomic<int> cache[64];
-    int dev = 0;
-    if (rad_get_device(&dev) != RAD_SUCCESS || dev < 0 || dev >= 64) return F();
-    int entry = cache[dev].load(std::memory_order_relaxed);
-    if (entry == 0) { /* 0: not looked up yet; entries hold F() + 1 */
-        entry = F() + 1;
-        cache[dev].store(entry, std::memory_order_relaxed);
-    }
-    return entry - 1;
+    return per_device_cached<ignore_key<F>, 1>(0);
 }
 
 /* Launches `kernel` (a __global__ function) on `stream` in clusters of cluster_x blocks along x
