@@ -633,8 +633,10 @@ rad_error_t launch_fold(const ApplyArgs &a, const ApplyPlan &p)
         (void)rad_get_last_error();
         parts = 1;
     }
-    const auto at_once = [&p](int q) {
+    const bool of_two = (test_refuse_flags() & RADIANCE_GPU_TEST_CLUSTERS_OF_TWO) != 0;
+    const auto at_once = [&p, of_two](int q) {
         constexpr int keys = kFoldTailMaxParts + 1;
+        if (of_two && q > 2) return 0;
         return p.fold_tstore ? per_device_cached<fold_units_at_once<TOKENS, CWG, BLOCKS, true>, keys>(q)
                              : per_device_cached<fold_units_at_once<TOKENS, CWG, BLOCKS, false>, keys>(q);
     };

@@ -121,8 +121,13 @@ def test_quantize_gpu_flags_non_finite_rows():
 
 
 M_VALUES = [1, 2, 3, 5, 8, 16, 17, 33, 64, 100, 256, 300]
-# radiance_gpu_test_refuse flags: never / always (1-8 tokens) the shared-activation stream kernels
+# radiance_gpu_test_refuse flags (csrc/include/radiance/radiance_gpu.h; planner_refuses below): never /
+# always (1-8 tokens) the shared-activation stream kernels; no mma.sync / wgmma kernel; the
+# activations', weights', output's tensor map refused; the folding kernel's clusters refused, or
+# none larger than two blocks
 NO_SHARED_X, SHARED_X = 16, 32
+NO_MMA, NO_WGMMA, REFUSE_XMAP, REFUSE_WMAP, REFUSE_OMAP = 1, 2, 4, 8, 2048
+REFUSE_CLUSTERS, CLUSTERS_OF_TWO = 4096, 8192
 
 
 @pytest.mark.parametrize("m", M_VALUES)
@@ -194,8 +199,9 @@ def kernel_template_args(prof, kernel):
     return ran[0]
 
 
-def kernel_grid(prof, kernel):
-    """The grid's x size of the one launch of `kernel` in the profiler's trace (CUPTI records it)."""
+def kernel_grids(prof, kernel):
+    """The grid's x size of each launch of `kernel` in the profiler's trace (CUPTI records it), in
+    the order they ran."""
     import json
     import tempfile
 
@@ -204,7 +210,14 @@ def kernel_grid(prof, kernel):
         prof.export_chrome_trace(path)
         with open(path) as fh:
             events = json.load(fh)["traceEvents"]
-    grids = [e["args"]["grid"][0] for e in events if f"{kernel}<" in e.get("name", "") and "grid" in e.get("args", {})]
+    ran = sorted((e for e in events if f"{kernel}<" in e.get("name", "") and "grid" in e.get("args", {})),
+                 key=lambda e: e["ts"])
+    return [e["args"]["grid"][0] for e in ran]
+
+
+def kernel_grid(prof, kernel):
+    """The grid's x size of the one launch of `kernel` in the profiler's trace."""
+    grids = kernel_grids(prof, kernel)
     assert len(grids) == 1, (kernel, grids)
     return grids[0]
 
@@ -538,19 +551,30 @@ def test_apply_gpu_fold_last_round_cut_along_k_matches_float64(m, n, k, group_si
 
 
 # Where the runtime cannot place the units' clusters (REFUSE_CLUSTERS), the second launch runs each
-# tile of the last round whole, one block each: still against float64, nothing written past the
-# output (8 and 5 parts refused; 5376 x 48 tokens: 8).
+# tile of the last round whole, one block each; where the device runs no cluster of the units larger
+# than two blocks (CLUSTERS_OF_TWO, as a GPU of fewer SMs than the planner's cut assumes), the
+# parts are lowered to two. The second launch's grid (the profiler's trace) is the last round's
+# tiles times the blocks of each; still against float64, nothing written past the output (8 and 5
+# parts planned; 5376 x 48 tokens: 8).
+@pytest.mark.parametrize("flags, blocks_per_tile", [(REFUSE_CLUSTERS, 1), (CLUSTERS_OF_TWO, 2)],
+                         ids=["refused", "of_two"])
 @pytest.mark.parametrize("m, n, k, group_size",
                          [(128, 26003, 4096, 128), (96, 29853, 4096, 64), (40, 25601, 5376, 128)])
-def test_apply_gpu_fold_cut_round_without_clusters_matches_float64(m, n, k, group_size):
+def test_apply_gpu_fold_cut_round_with_fewer_clusters_matches_float64(m, n, k, group_size, flags,
+                                                                      blocks_per_tile):
     if torch.cuda.get_device_capability() != (9, 0):
         pytest.skip("the folding kernel is sm_90a's")
+    sms = torch.cuda.get_device_properties(DEV).multi_processor_count
     rng, seed = fresh_rng()
     x, packed, scales, bias = random_call(rng, m, n, k, group_size, m % 2 == 0, zero_row=n // 2)
-    with planner_refuses(REFUSE_CLUSTERS):
+    with planner_refuses(flags):
         prof, got = guarded_apply(x, packed, scales, bias, group_size, seed)
     if os.environ.get("RADIANCE_TEST_NO_PROFILER") != "1":
-        assert len(fold_launches(prof)) == 2 and fold_launches(prof)[1][4], fold_launches(prof)
+        ran = fold_launches(prof)
+        assert len(ran) == 2 and ran[1][4], ran
+        tokens, wgs = ran[0][:2]
+        tiles = -(-n // (64 * wgs)) * -(-m // tokens)
+        assert kernel_grids(prof, "apply_wgmma_fold_kernel") == [sms, tiles % sms * blocks_per_tile], (tiles, sms)
     assert np.isfinite(got).all(), f"unwritten outputs (seed {seed})"
     assert (got[:, n // 2] == (0.0 if bias is None else float(bias[n // 2]))).all(), f"zero row (seed {seed})"
     assert_within_bf16_of_float64(got, x, packed, scales, group_size, bias, seed, folded=True)
@@ -794,10 +818,7 @@ def test_quantize_act_gpu_torch_op_and_errors():
 
 # Fallback paths an H200 takes only when the device or the driver refuses something: the test hook
 # radiance_gpu_test_refuse (csrc/include/radiance/radiance_gpu.h, exported by radiance._C) makes the apply planner
-# act as if it had, so that every kernel of the library runs here against float64.
-NO_MMA, NO_WGMMA, REFUSE_XMAP, REFUSE_WMAP, REFUSE_OMAP, REFUSE_CLUSTERS = 1, 2, 4, 8, 2048, 4096
-
-
+# act as if it had (the flags: above), so that every kernel of the library runs here against float64.
 def planner_refuses(flags):
     import ctypes
 

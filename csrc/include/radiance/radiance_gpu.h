@@ -102,6 +102,9 @@ int radiance_gpu_apply(const uint16_t *x, int64_t m, int64_t k, const int32_t *p
 /* The folding kernel's clusters refused (as where the runtime cannot place one): the units of a
  * last round cut along k run as whole tiles, one block each. */
 #define RADIANCE_GPU_TEST_REFUSE_CLUSTERS 4096
+/* The device taken to run no cluster of the folding kernel's units larger than two blocks (as a
+ * GPU with fewer SMs would): a last round cut along k is lowered to two parts. */
+#define RADIANCE_GPU_TEST_CLUSTERS_OF_TWO 8192
 /* Setting the flags also forgets every device's WMMA and MFMA self-check results, so that a test
  * sees the first use again (and RADIANCE_AMD_WMMA / RADIANCE_AMD_MFMA are read again). */
 int radiance_gpu_test_refuse(int flags);
