@@ -633,7 +633,8 @@ rad_error_t launch_fold(const ApplyArgs &a, const ApplyPlan &p)
         (void)rad_get_last_error();
         parts = 1;
     }
-    const bool of_two = (test_refuse_flags() & RADIANCE_GPU_TEST_CLUSTERS_OF_TWO) != 0;
+    const int refuse = test_refuse_flags(); /* one reading for both test flags of the cut */
+    const bool of_two = (refuse & RADIANCE_GPU_TEST_CLUSTERS_OF_TWO) != 0;
     const auto at_once = [&p, of_two](int q) {
         constexpr int keys = kFoldTailMaxParts + 1;
         if (of_two && q > 2) return 0;
@@ -651,7 +652,7 @@ rad_error_t launch_fold(const ApplyArgs &a, const ApplyPlan &p)
         err = rad_get_last_error();
     }
     if (err != RAD_SUCCESS || parts == 1) return err;
-    const bool refused = (test_refuse_flags() & RADIANCE_GPU_TEST_REFUSE_CLUSTERS) != 0;
+    const bool refused = (refuse & RADIANCE_GPU_TEST_REFUSE_CLUSTERS) != 0;
     for (int cluster : {parts, 1}) {
         if (cluster > 1 && refused) continue;
         const uint16_t *x = a.x, *scales = a.scales, *bias = a.bias;

@@ -349,11 +349,16 @@ def fold_kernel_cut(prof):
     return len(fold_launches(prof)) == 2
 
 
+def fold_tiles(m, n, tokens, wgs):
+    """The folding kernel's tiles for m tokens and n rows: 64 rows per consumer warpgroup by a
+    chunk of `tokens`."""
+    return -(-n // (64 * wgs)) * -(-m // tokens)
+
+
 def fold_cuts(m, n, k, tokens, wgs, blocks, sms):
     """Whether the folding kernel cuts its last round along k for this tile (hip/dispatch.h,
     fold_tail_parts; one block per SM only)."""
-    tiles = -(-n // (64 * wgs)) * -(-m // tokens)
-    return blocks == 1 and fold_tail_parts(tiles, sms, k) > 1
+    return blocks == 1 and fold_tail_parts(fold_tiles(m, n, tokens, wgs), sms, k) > 1
 
 
 def apply_c_entry(x, packed, scales, bias, group_size, out, expect=0):
@@ -572,8 +577,7 @@ def test_apply_gpu_fold_cut_round_with_fewer_clusters_matches_float64(m, n, k, g
     if os.environ.get("RADIANCE_TEST_NO_PROFILER") != "1":
         ran = fold_launches(prof)
         assert len(ran) == 2 and ran[1][4], ran
-        tokens, wgs = ran[0][:2]
-        tiles = -(-n // (64 * wgs)) * -(-m // tokens)
+        tiles = fold_tiles(m, n, *ran[0][:2])
         assert kernel_grids(prof, "apply_wgmma_fold_kernel") == [sms, tiles % sms * blocks_per_tile], (tiles, sms)
     assert np.isfinite(got).all(), f"unwritten outputs (seed {seed})"
     assert (got[:, n // 2] == (0.0 if bias is None else float(bias[n // 2]))).all(), f"zero row (seed {seed})"
