@@ -15,7 +15,8 @@ over copies wherever one set would sit in L2. Prints µs, the roofline fraction 
 bytes over the measured read bandwidth and the flops over the measured bf16 matmul rate, over the
 time) and peer / radiance ratios, then per head the worst ratio against each peer. Per head also the
 time of a plain read of the int4 head's bytes in one kernel (torch.sum), the same way: the share of
-the roofline that a kernel of that size can reach at all. Writes
+the roofline that a kernel of that size can reach at all. Ends with issue 22's goals per head
+(benchmarks/goals.py, which also reads a saved results.json). Writes
 results.md and results.json (and with --plot apply.png) into --out. --quantize adds quantize_rows beside the seed
 algorithm in plain torch.
 """
@@ -29,6 +30,7 @@ import time
 
 import torch
 
+from goals import evaluate, format_goals
 from seed_torch import seed_quantize
 
 try:
@@ -399,6 +401,8 @@ def main():
             lines.append(f"{head:>13} | " + " | ".join(
                 f"{worst[p]['ratio']:>6.2f}x at {worst[p]['m']:>5}" if p in worst else f"{'n/a':>16}"
                 for p in peer_names))
+        results["goals"] = evaluate(results)
+        lines.extend(format_goals(results["goals"]))
     if args.quantize or args.only_quantize:
         rows, floor_us = bench_quantize(248320, 5120, read_gbs)
         results["quantize"] = {"head": "248320x5120", "floor_us": floor_us, **rows}
