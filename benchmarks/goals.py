@@ -10,8 +10,8 @@ The goals, per head of the run:
   (n x k x 2 bytes: all but 49152 x 576 of gpu.py's heads);
 - 9-16 tokens within 1.25x of one token's time (the slowest of the run's M in 9-16);
 - one token at 90 % or more of the read roofline (the int4 head's bytes over the measured read
-  bandwidth), shown beside what a plain read of the same bytes reaches (torch.sum, one kernel): on the
-  small heads that is the limit, not the kernel.
+  bandwidth), shown beside what a plain read of the same bytes reaches (torch.sum, one kernel), which
+  on the small heads is itself far below 90 %.
 """
 
 import json
