@@ -29,6 +29,12 @@ def head_shape(head):
     return n, k
 
 
+def _judge(cells, pick, met):
+    """The worst of (ratio, m) cells by `pick` (min or max), and whether its ratio meets the goal."""
+    ratio, m = pick(cells)
+    return {"met": met(ratio), "worst": {"ratio": ratio, "m": m}}
+
+
 def evaluate(results):
     """Per head, what each goal measured and whether it is met. `results` is gpu.py's results.json;
     a goal whose peer or token counts the run lacks is left out for that head."""
@@ -43,22 +49,18 @@ def evaluate(results):
             cells = [(by_m[m][f"{peer}_us"] / by_m[m]["radiance_us"], m) for m in sorted(by_m)
                      if f"{peer}_us" in by_m[m]]
             if cells:
-                worst = min(cells)
-                g[f"not_slower_than_{peer}"] = {
-                    "met": worst[0] >= NOISE, "worst": {"ratio": worst[0], "m": worst[1]},
-                    "below_1": [{"ratio": r, "m": m} for r, m in cells if r < 1.0]}
+                g[f"not_slower_than_{peer}"] = {**_judge(cells, min, lambda r: r >= NOISE),
+                                                "below_1": [{"ratio": r, "m": m} for r, m in cells if r < 1.0]}
         if n * k * 2 >= BIG_HEAD_BYTES:
             cells = [(by_m[m]["bf16_us"] / by_m[m]["radiance_us"], m) for m in sorted(by_m)
                      if m <= 64 and "bf16_us" in by_m[m]]
             if cells:
-                worst = min(cells)
-                g["speedup_to_64"] = {"met": worst[0] >= SPEEDUP_TO_64, "worst": {"ratio": worst[0], "m": worst[1]}}
+                g["speedup_to_64"] = _judge(cells, min, lambda r: r >= SPEEDUP_TO_64)
         if 1 in by_m:
             one = by_m[1]["radiance_us"]
             cells = [(by_m[m]["radiance_us"] / one, m) for m in sorted(by_m) if 9 <= m <= 16]
             if cells:
-                worst = max(cells)
-                g["nine_to_sixteen"] = {"met": worst[0] <= NINE_TO_SIXTEEN, "worst": {"ratio": worst[0], "m": worst[1]}}
+                g["nine_to_sixteen"] = _judge(cells, max, lambda r: r <= NINE_TO_SIXTEEN)
             plain = results.get("read_limit", {}).get(head, {}).get("pct_of_floor")
             g["one_token_roof"] = {"met": by_m[1]["roofline_pct"] >= ONE_TOKEN_ROOF_PCT,
                                    "pct": by_m[1]["roofline_pct"], "plain_read_pct": plain}

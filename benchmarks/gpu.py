@@ -30,7 +30,7 @@ import time
 
 import torch
 
-from goals import evaluate, format_goals
+from goals import evaluate, format_goals, head_shape
 from seed_torch import seed_quantize
 
 try:
@@ -350,7 +350,7 @@ def main():
         print(lines[-1], flush=True)
     for head in [] if args.only_quantize else args.heads.split(","):
         head_start = time.perf_counter()
-        n, k = (int(v) for v in head.lower().split("x"))
+        n, k = head_shape(head)
         group = 128 if k % 128 == 0 else 64
         head_bytes = n * k // 2 + n * (k // group) * 2
         fns = {"radiance": radiance_fn(n, k, group, l2)}
