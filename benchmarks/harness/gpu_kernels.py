@@ -808,7 +808,8 @@ def cmd_profile(args):
     """A few launches to run under ncu (one of each kernel of interest). --variants: m:variant or
     m:variant:NxK or m:variant:NxK:group, comma-separated (default head 248320 x 5120, group 128);
     the variant `humming` is Humming's W4A16 layer on that shape (vLLM's kernel, the peer), `bf16`
-    torch's x @ W.t() of a bf16 head of that shape (cuBLAS, the other peer). Every
+    torch's x @ W.t() of a bf16 head of that shape (cuBLAS, the other peer), `read` a plain read of
+    the int4 head's bytes (torch.sum over fp32 words, gpu.py's read floor; m is ignored). Every
     operand is made and every kernel compiled first; only the launches of the runs lie between
     cudaProfilerStart and cudaProfilerStop (ncu --profile-from-start off)."""
     import torch
@@ -835,6 +836,10 @@ def cmd_profile(args):
         if v == "bf16":
             w = (torch.randn(n, k, device="cuda") * 0.02).to(torch.bfloat16)
             calls.append(lambda w=w, x=x: x @ w.t())
+            continue
+        if v == "read":
+            words = torch.rand((n * k // 2 + n * (k // group) * 2) // 4, device="cuda")
+            calls.append(lambda words=words: torch.sum(words))
             continue
         if (n, k, group) not in heads:
             w = (torch.randn(n, k, device="cuda") * 0.02).to(torch.bfloat16)
