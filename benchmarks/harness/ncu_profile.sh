@@ -2,9 +2,11 @@
 # Nsight Compute profile of the kernels the dispatch takes on the 248320 x 5120 head (and of the
 # vector kernel; `humming` is vLLM's Humming kernel on the same shape): tensor-pipe and issue
 # utilization, warp stall reasons, memory throughput. One lent H200 call:
-#   OUT=$OUT [KERNELS=regex] [LIB=build/B/lib.so] bash benchmarks/harness/ncu_profile.sh [m:variant[:NxK[:group]],...]
+#   OUT=$OUT [KERNELS=regex] [LIB=build/B/lib.so] [NCU_LIMIT=500] \
+#       bash benchmarks/harness/ncu_profile.sh [m:variant[:NxK[:group]],...]
 # Only the runs' launches are profiled (gpu_kernels.py profile brackets them with cudaProfilerStart
-# and Stop). The benchmark build (gpu_kernels.py build) is made first unless LIB names one.
+# and Stop; ncu runs at most NCU_LIMIT seconds). The benchmark build (gpu_kernels.py build) is made
+# first unless LIB names one.
 . "$(dirname "$0")/call_preamble.sh"
 runs=${1:-1:auto,8:auto,16:auto,64:auto,256:auto,1:vector,8:vector}
 if [ -z "${LIB:-}" ]; then
@@ -23,7 +25,7 @@ metrics=$metrics,smsp__inst_executed_op_global_st.sum,l1tex__t_requests_pipe_lsu
 metrics=$metrics,l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum,dram__bytes_write.sum.per_second
 # why warps wait: every stall reason, in warps per issued instruction
 metrics=$metrics,regex:smsp__average_warps_issue_stalled_.*_per_issue_active.ratio
-timeout 500 ncu --clock-control none --profile-from-start off -k "regex:${KERNELS:-.}" \
+timeout "${NCU_LIMIT:-500}" ncu --clock-control none --profile-from-start off -k "regex:${KERNELS:-.}" \
     --section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
     --section WarpStateStats --section SchedulerStats --section Occupancy --section LaunchStats \
     --metrics "$metrics" -o "$OUT/profile" \
