@@ -368,13 +368,13 @@ apply_tile_kernel(const uint16_t *__restrict__ x, int64_t m, int64_t k, const in
 
 } // namespace
 
-/* The register-pipelined kernel: 1 m-tile, TOKEN_TILES n-tiles, PREFETCH steps ahead with
- * registers for MIN_BLOCKS blocks per SM; the planner takes it for G < 128 with one n-tile (G >= 128
- * takes the stream kernel), the benchmark build for every G, and with two n-tiles (16 tokens). */
-template <int PREFETCH, int MIN_BLOCKS, int TOKEN_TILES>
+/* The register-pipelined kernel: 1 m-tile, 1 n-tile, PREFETCH steps ahead with registers for
+ * MIN_BLOCKS blocks per SM; the planner takes it for G < 128 (G >= 128 takes the stream kernel),
+ * the benchmark build for every G. */
+template <int PREFETCH, int MIN_BLOCKS>
 rad_error_t launch_mma_kernel(const ApplyArgs &a)
 {
-    constexpr int kRowTiles = 1, kTokenTiles = TOKEN_TILES;
+    constexpr int kRowTiles = 1, kTokenTiles = 1;
     const int64_t rows_per_block = 16 * kRowTiles * kMmaWarps;
     const int64_t row_blocks = (a.n + rows_per_block - 1) / rows_per_block;
     const int64_t chunks = (a.m + 8 * kTokenTiles - 1) / (8 * kTokenTiles);
@@ -400,19 +400,9 @@ rad_error_t launch_mma_kernel(const ApplyArgs &a)
  * of two n-tiles beside them. */
 rad_error_t launch_mma(const ApplyArgs &a, const ApplyPlan &p)
 {
-    if (p.row_tiles != 1) return (rad_error_t)RADIANCE_GPU_EINVAL;
-    if (p.token_tiles == 1) {
-        if (p.mma_prefetch == 3 && p.mma_min_blocks == 6) return launch_mma_kernel<3, 6, 1>(a);
-        if (p.mma_prefetch == 2 && p.mma_min_blocks == 8) return launch_mma_kernel<2, 8, 1>(a);
-    }
-#if defined(RADIANCE_KERNEL_VARIANTS)
-    if (p.token_tiles == 2) {
-        if (p.mma_prefetch == 3 && p.mma_min_blocks == 6) return launch_mma_kernel<3, 6, 2>(a);
-        if (p.mma_prefetch == 2 && p.mma_min_blocks == 6) return launch_mma_kernel<2, 6, 2>(a);
-        if (p.mma_prefetch == 2 && p.mma_min_blocks == 8) return launch_mma_kernel<2, 8, 2>(a);
-        if (p.mma_prefetch == 3 && p.mma_min_blocks == 4) return launch_mma_kernel<3, 4, 2>(a);
-    }
-#endif
+    if (p.row_tiles != 1 || p.token_tiles != 1) return (rad_error_t)RADIANCE_GPU_EINVAL;
+    if (p.mma_prefetch == 3 && p.mma_min_blocks == 6) return launch_mma_kernel<3, 6>(a);
+    if (p.mma_prefetch == 2 && p.mma_min_blocks == 8) return launch_mma_kernel<2, 8>(a);
     return (rad_error_t)RADIANCE_GPU_EINVAL;
 }
 

@@ -106,7 +106,6 @@ int variant_plan(const ApplyArgs &a, const Variant &v, ApplyPlan *p)
             p->mma_prefetch = v.p0;
             p->mma_min_blocks = v.p1;
         }
-        if (v.p2 > 0) p->token_tiles = v.p2;
         break;
     case kVarTile:
         p->path = ApplyPath::kTile;
