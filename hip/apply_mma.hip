@@ -396,8 +396,7 @@ rad_error_t launch_mma_kernel(const ApplyArgs &a)
     return rad_get_last_error();
 }
 
-/* The two shapes of the pipe that decide picks (plan_mma, dispatch.h); the benchmark build's shapes
- * of two n-tiles beside them. */
+/* The two shapes of the pipe that decide picks (plan_mma, dispatch.h); nothing else launches. */
 rad_error_t launch_mma(const ApplyArgs &a, const ApplyPlan &p)
 {
     if (p.row_tiles != 1 || p.token_tiles != 1) return (rad_error_t)RADIANCE_GPU_EINVAL;
