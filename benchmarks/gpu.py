@@ -84,6 +84,11 @@ def ceilings():
     return read, copy, tflops
 
 
+def int4_head_bytes(n, k, group):
+    """The bytes of an n x k int4 head: its packed codes and one bf16 scale per group."""
+    return n * k // 2 + n * (k // group) * 2
+
+
 def copies_for(nbytes, l2_bytes):
     """How many operand sets keep a rotation out of L2 (4x the L2 between two reads of one)."""
     return max(1, min(16, (4 * l2_bytes) // max(nbytes, 1) + 1))
@@ -108,7 +113,7 @@ def int4_head_sets(n, k, group, l2):
         scales = (torch.rand(n, k // group, device=DEV) * 0.01 + 1e-3).to(torch.bfloat16)
         return packed, scales
 
-    return [make() for _ in range(copies_for(n * k // 2 + n * (k // group) * 2, l2))]
+    return [make() for _ in range(copies_for(int4_head_bytes(n, k, group), l2))]
 
 
 def read_fn(nbytes, l2):
@@ -352,7 +357,7 @@ def main():
         head_start = time.perf_counter()
         n, k = head_shape(head)
         group = 128 if k % 128 == 0 else 64
-        head_bytes = n * k // 2 + n * (k // group) * 2
+        head_bytes = int4_head_bytes(n, k, group)
         fns = {"radiance": radiance_fn(n, k, group, l2)}
         peers = make_peers(peer_names, n, k, group, l2)
         fns.update({p: f for p, f in peers.items() if not isinstance(f, str)})

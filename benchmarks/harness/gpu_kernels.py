@@ -592,6 +592,7 @@ def bench(fn, torch):
 
 def cmd_time(args):
     import torch
+    from gpu import int4_head_bytes
     from seed_torch import seed_quantize
     L = Lib(args.lib)
     stream = torch.cuda.current_stream().cuda_stream
@@ -667,7 +668,7 @@ def cmd_time(args):
     summary = []
     for hi, (n, k) in enumerate(heads):
         group = 128 if k % 128 == 0 else 64
-        int4_bytes = n * k // 2 + n * (k // group) * 2
+        int4_bytes = int4_head_bytes(n, k, group)
         bf16_bytes = n * k * 2
         nrot_i4 = max(1, math.ceil(250e6 / int4_bytes))
         nrot_bf = max(1, math.ceil(250e6 / bf16_bytes))
@@ -813,6 +814,7 @@ def cmd_profile(args):
     operand is made and every kernel compiled first; only the launches of the runs lie between
     cudaProfilerStart and cudaProfilerStop (ncu --profile-from-start off)."""
     import torch
+    from gpu import humming_layer, int4_head_bytes
     L = Lib(args.lib)
     stream = torch.cuda.current_stream().cuda_stream
     runs = ["1:stream", "16:tile2x2", "64:wgtma64"]
@@ -826,7 +828,6 @@ def cmd_profile(args):
         group = int(parts[3]) if len(parts) > 3 else 128
         x = torch.randn(m, k, device="cuda").to(torch.bfloat16)
         if v == "humming":
-            from gpu import humming_layer
             codes = torch.randint(0, 16, (n, k), dtype=torch.int32, device="cuda")
             scales = (torch.rand(n, k // group, device="cuda") * 0.01 + 1e-3).to(torch.bfloat16)
             layer = humming_layer(codes, scales, group)
@@ -838,7 +839,7 @@ def cmd_profile(args):
             calls.append(lambda w=w, x=x: x @ w.t())
             continue
         if v == "read":
-            words = torch.rand((n * k // 2 + n * (k // group) * 2) // 4, device="cuda")
+            words = torch.rand(int4_head_bytes(n, k, group) // 4, device="cuda")
             calls.append(lambda words=words: torch.sum(words))
             continue
         if (n, k, group) not in heads:

@@ -31,12 +31,13 @@ def main():
     ap.add_argument("--head", default="248320x5120")
     args = ap.parse_args()
     import torch
+    from gpu import int4_head_bytes
 
     L = gk.Lib(args.lib)
     stream = torch.cuda.current_stream().cuda_stream
     n, k = (int(v) for v in args.head.split("x"))
     group = 128
-    int4_bytes = n * k // 2 + n * (k // group) * 2
+    int4_bytes = int4_head_bytes(n, k, group)
     bf16_bytes = n * k * 2
     nrot = max(2, math.ceil(250e6 / int4_bytes) + 1)
     nrot_bf = max(2, math.ceil(250e6 / bf16_bytes) + 1)
